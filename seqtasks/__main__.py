@@ -1,0 +1,6 @@
+"""`python -m seqtasks` is the `seqtasks` console script."""
+
+from seqtasks.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Attention: one interface, the score functions of the literature.
+
+Every variant scores a query against the annotations, normalises over the valid positions and
+returns the expected annotation (the context vector) together with the weights α:
+
+    e_ij = score(s_i, h_j)      α_ij = softmax_j(e_ij) over positions with mask true
+    c_i  = Σ_j α_ij h_j
+
+The part of the score that depends only on the annotations (U h for additive attention, W h for
+general attention) is computed once per source by `project_keys`, not at every decoder step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class Attention(nn.Module):
+    """Base class: subclasses define `score` and, when it has a source-only part, `project_keys`."""
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        """(B, S, D) annotations -> (B, S, D_k) keys; computed once per source sequence."""
+        return states
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        """(B, T, D_q) queries, (B, S, D_k) keys -> (B, T, S) unnormalised scores e."""
+        raise NotImplementedError
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Attend with T queries at once.
+
+        Args:
+            query: (B, T, D_q) decoder states s_i.
+            keys: (B, S, D_k) from `project_keys(values)`.
+            values: (B, S, D) the annotations h_j.
+            mask: (B, S) true where a position is real.
+        Returns:
+            context (B, T, D) and weights α (B, T, S); α is exactly 0 on padding.
+        """
+        scores = self.score(query, keys)  # (B, T, S)
+        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, T, S)
+        context = torch.bmm(weights, values)  # (B, T, D)
+        return context, weights
+
+
+class AdditiveAttention(Attention):
+    """Bahdanau et al. (2015): e_ij = vᵀ tanh(W s_i + U h_j), with U h_j precomputed.
+
+    Args:
+        query_dim: width of the decoder state s.
+        memory_dim: width of the annotations h.
+        attention_dim: width of the hidden layer of the alignment model (n' in the paper);
+            defaults to `query_dim`.
+    """
+
+    def __init__(self, query_dim: int, memory_dim: int, attention_dim: int | None = None):
+        super().__init__()
+        attention_dim = attention_dim or query_dim
+        self.W = nn.Linear(query_dim, attention_dim, bias=False)
+        self.U = nn.Linear(memory_dim, attention_dim, bias=True)
+        self.v = nn.Linear(attention_dim, 1, bias=False)
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        return self.U(states)  # (B, S, A)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        hidden = torch.tanh(self.W(query)[:, :, None, :] + keys[:, None, :, :])  # (B, T, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, T, S)
+
+
+def _check_same_width(name: str, query_dim: int, memory_dim: int) -> None:
+    if query_dim != memory_dim:
+        raise ValueError(
+            f"{name} needs query and memory of equal width, got query_dim={query_dim} and "
+            f"memory_dim={memory_dim}; use GeneralAttention or AdditiveAttention instead"
+        )
+
+
+class DotAttention(Attention):
+    """Luong et al. (2015) 'dot': e_ij = s_iᵀ h_j. Query and memory must have equal width."""
+
+    def __init__(self, query_dim: int, memory_dim: int):
+        super().__init__()
+        _check_same_width("DotAttention", query_dim, memory_dim)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))  # (B, T, S)
+
+
+class GeneralAttention(Attention):
+    """Luong et al. (2015) 'general' (multiplicative): e_ij = s_iᵀ W h_j, with W h_j precomputed."""
+
+    def __init__(self, query_dim: int, memory_dim: int):
+        super().__init__()
+        self.W = nn.Linear(memory_dim, query_dim, bias=False)
+
+    def project_keys(self, states: Tensor) -> Tensor:
+        return self.W(states)  # (B, S, D_q)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(query, keys.transpose(1, 2))  # (B, T, S)
+
+
+class ScaledDotAttention(Attention):
+    """Vaswani et al. (2017), one head: e_ij = s_iᵀ h_j / √d. Widths must be equal.
+
+    (The multi-head Transformer layers use PyTorch's fused kernel; this single-head form is the
+    score function, interchangeable with the others inside the RNN decoders.)
+    """
+
+    def __init__(self, query_dim: int, memory_dim: int):
+        super().__init__()
+        _check_same_width("ScaledDotAttention", query_dim, memory_dim)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return torch.bmm(query, keys.transpose(1, 2)) / math.sqrt(query.size(-1))

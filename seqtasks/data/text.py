@@ -1,0 +1,41 @@
+"""Reading line-aligned text files with errors that name the file and line."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file (gzipped if it ends in .gz), without line ends.
+
+    Raises:
+        FileNotFoundError: naming the path.
+        ValueError: for invalid UTF-8, naming the file and the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    lines = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            lines.append(line.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line"
+            ) from None
+    return lines
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:
+    """Two line-aligned files; rejects files whose line counts differ, naming both."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise ValueError(
+            f"misaligned parallel files: {src_path} has {len(src)} lines but {tgt_path} has "
+            f"{len(tgt)}"
+        )
+    return src, tgt

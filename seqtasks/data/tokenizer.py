@@ -1,0 +1,76 @@
+"""Subword tokenisation with sentencepiece, and the fixed special-token ids every model shares."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+class SentencePieceTokenizer:
+    """A sentencepiece model held as its serialised bytes, so it travels inside checkpoints.
+
+    Text is encoded without BOS/EOS; the data module adds them. `decode` detokenises, giving
+    the plain text that BLEU is computed on.
+    """
+
+    def __init__(self, model_proto: bytes, name: str = "<bytes>"):
+        self.proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
+        if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise ValueError(
+                f"sentencepiece model {name} has pad/unk/bos/eos ids {ids}; seqtasks needs "
+                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}: train it with seqtasks.data.train_sentencepiece"
+            )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> SentencePieceTokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"sentencepiece model not found: {path}")
+        return cls(path.read_bytes(), name=str(path))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode(ids)
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """The subword strings of `ids`, for axis labels of attention plots."""
+        return [self.sp.id_to_piece(i) for i in ids]
+
+
+def train_sentencepiece(
+    lines: Iterable[str],
+    vocab_size: int,
+    model_type: Literal["bpe", "unigram", "char"] = "unigram",
+    character_coverage: float = 1.0,
+) -> SentencePieceTokenizer:
+    """Train a sentencepiece model in memory with seqtasks' special-token ids."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        hard_vocab_limit=False,
+        minloglevel=2,
+        num_threads=2,
+    )
+    return SentencePieceTokenizer(model.getvalue())

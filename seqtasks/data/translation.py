@@ -1,0 +1,202 @@
+"""The DataModule for any pair of line-aligned text files (Multi30k, or your own corpus)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.text import read_lines, read_parallel
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """A padded batch. Token tensors are (B, S) or (B, T); masks are true on real tokens.
+
+    `tgt_in` is BOS y_1 … y_n and `tgt_out` is y_1 … y_n EOS; `index` numbers the examples in
+    their split, so results gathered from several processes can be put back in order.
+    """
+
+    src: Tensor
+    src_mask: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    index: Tensor
+    src_text: list[str]
+    tgt_text: list[str]
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+
+@dataclass
+class Example:
+    src: list[int]
+    tgt: list[int]
+    src_text: str
+    tgt_text: str
+
+
+class ParallelDataset(Dataset):
+    """Tokenised sentence pairs, held in memory."""
+
+    def __init__(self, examples: list[Example]):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> tuple[int, Example]:
+        return i, self.examples[i]
+
+    def lengths(self) -> list[int]:
+        """Per example, the longer side in tokens including BOS/EOS (what padding costs)."""
+        return [max(len(e.src), len(e.tgt)) + 1 for e in self.examples]
+
+
+def pad(sequences: list[list[int]]) -> Tensor:
+    """Right-pad id lists with PAD_ID -> (B, max length)."""
+    out = torch.full((len(sequences), max(map(len, sequences))), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def collate(items: list[tuple[int, Example]]) -> Batch:
+    index, examples = zip(*items)
+    src = pad([e.src + [EOS_ID] for e in examples])
+    return Batch(
+        src=src,
+        src_mask=src != PAD_ID,
+        tgt_in=pad([[BOS_ID] + e.tgt for e in examples]),
+        tgt_out=pad([e.tgt + [EOS_ID] for e in examples]),
+        index=torch.tensor(index),
+        src_text=[e.src_text for e in examples],
+        tgt_text=[e.tgt_text for e in examples],
+    )
+
+
+def encode_source(tokenizer: SentencePieceTokenizer, text: str, max_length: int) -> list[int]:
+    """Source ids, cut to `max_length` tokens with a warning (EOS is added by `collate`)."""
+    ids = tokenizer.encode(text)
+    if len(ids) > max_length:
+        log.warning("source of %d tokens cut to %d: %.60s…", len(ids), max_length, text)
+        ids = ids[:max_length]
+    return ids
+
+
+class TranslationData(L.LightningDataModule):
+    """Line-aligned `{split}.{lang}` files and sentencepiece models `spm.{lang}.model` in one
+    folder, as written by `data_prep/multi30k.py` (or by you, for your own corpus).
+
+    The tokenisers are loaded in `__init__`, so the vocabulary sizes are known as soon as the
+    module exists (the CLI links them into the model).
+
+    Args:
+        data_dir: the folder.
+        src_lang, tgt_lang: file suffixes of the two sides.
+        train_split, val_split, test_split: file stems of the splits.
+        max_tokens: padded tokens per training batch (evaluation uses twice as many).
+        max_length: training pairs with a side longer than this (in subwords) are skipped;
+            evaluation sources are cut to it with a warning.
+        num_workers: DataLoader worker processes.
+        seed: seed of the batch order.
+    """
+
+    def __init__(
+        self,
+        data_dir: str = "data/multi30k",
+        src_lang: str = "de",
+        tgt_lang: str = "en",
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: str = "test_2016_flickr",
+        max_tokens: int = 4096,
+        max_length: int = 100,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.data_dir = Path(data_dir)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.splits = {"fit": train_split, "validate": val_split, "test": test_split}
+        self.max_tokens, self.max_length = max_tokens, max_length
+        self.num_workers, self.seed = num_workers, seed
+        self.src_tokenizer = self._tokenizer(src_lang)
+        self.tgt_tokenizer = self._tokenizer(tgt_lang)
+        self.datasets: dict[str, ParallelDataset] = {}
+
+    def _tokenizer(self, lang: str) -> SentencePieceTokenizer:
+        path = self.data_dir / f"spm.{lang}.model"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: prepare the data first, e.g. "
+                f"`python data_prep/multi30k.py --out {self.data_dir}`"
+            )
+        return SentencePieceTokenizer.from_file(path)
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src_tokenizer.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt_tokenizer.vocab_size
+
+    def load_split(self, split: str, train: bool) -> ParallelDataset:
+        """Tokenise `split`; training drops empty and over-long pairs, evaluation keeps all."""
+        src_path = self.data_dir / f"{split}.{self.src_lang}"
+        tgt_path = self.data_dir / f"{split}.{self.tgt_lang}"
+        src_lines, tgt_lines = read_parallel(src_path, tgt_path)
+        examples, skipped = [], 0
+        for src_text, tgt_text in zip(src_lines, tgt_lines):
+            src_text, tgt_text = src_text.strip(), tgt_text.strip()
+            if train:
+                src, tgt = self.src_tokenizer.encode(src_text), self.tgt_tokenizer.encode(tgt_text)
+                if not src or not tgt or max(len(src), len(tgt)) > self.max_length:
+                    skipped += 1
+                    continue
+            else:
+                src = encode_source(self.src_tokenizer, src_text, self.max_length)
+                tgt = self.tgt_tokenizer.encode(tgt_text)[: self.max_length]
+            examples.append(Example(src, tgt, src_text, tgt_text))
+        if skipped:
+            log.info("%s: skipped %d empty or over-long pairs of %d", src_path, skipped,
+                     len(src_lines))  # fmt: skip
+        return ParallelDataset(examples)
+
+    def setup(self, stage: str) -> None:
+        needed = {"fit": ["fit", "validate"], "validate": ["validate"], "test": ["test"]}
+        for name in needed.get(stage, []):
+            if name not in self.datasets:
+                self.datasets[name] = self.load_split(self.splits[name], train=name == "fit")
+
+    def _loader(self, name: str, train: bool) -> DataLoader:
+        dataset = self.datasets[name]
+        budget = self.max_tokens if train else 2 * self.max_tokens
+        sampler = TokenBucketSampler(dataset.lengths(), budget, shuffle=train, seed=self.seed)
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("fit", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validate", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)

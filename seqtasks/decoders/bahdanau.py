@@ -1,0 +1,98 @@
+"""The attention decoder of Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by
+Jointly Learning to Align and Translate"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, top_layer
+from seqtasks.memory import Memory
+
+
+class BahdanauDecoder(RNNDecoder):
+    """One step i attends with the *previous* state, then updates the RNN:
+
+        α_i = softmax(score(s_{i−1}, h))     c_i = Σ_j α_ij h_j
+        s_i = f(s_{i−1}, [E y_{i−1}; c_i])
+        p(y_i | y_<i, x) ∝ exp(W_o maxout(U_o s_i + V_o E y_{i−1} + C_o c_i))
+
+    Only the recurrence is sequential: in the teacher-forced pass the deep output and the
+    vocabulary projection run once over all T positions.
+
+    Args:
+        vocab_size: target vocabulary size V (given by the task).
+        memory_dim: width of the annotations (given by the task).
+        embed_dim: width of the target embeddings E y.
+        hidden_size: width of the decoder state s.
+        attention: the score function, built as `attention(hidden_size, memory_dim)`.
+        readout_dim: width of the maxout deep-output layer t (l in the paper).
+        num_layers: stacked RNN layers; attention reads the top one.
+        cell: "gru" (the paper) or "lstm".
+        dropout: on embeddings, between layers and before the output projection.
+        pad_id: padding token id.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        embed_dim: int = 256,
+        hidden_size: int = 512,
+        attention: Callable[[int, int], Attention] = AdditiveAttention,
+        readout_dim: int = 256,
+        num_layers: int = 1,
+        cell: Literal["gru", "lstm"] = "gru",
+        dropout: float = 0.2,
+        pad_id: int = 0,
+    ):
+        super().__init__(
+            vocab_size, memory_dim, embed_dim + memory_dim, embed_dim, hidden_size,
+            num_layers, cell, dropout, pad_id,
+        )  # fmt: skip
+        self.attention = attention(hidden_size, memory_dim)
+        self.readout = MaxoutReadout(
+            hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
+        )
+
+    def init_state(self, memory: Memory) -> RNNState:
+        return RNNState(
+            hidden=self.initial_hidden(memory.summary),
+            keys=self.attention.project_keys(memory.states),
+            values=memory.states,
+            mask=memory.mask,
+        )
+
+    def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor, Tensor]:
+        """(B, E) embedded y_{i−1} -> new state, s_i (B, H), c_i (B, D), α_i (B, S)."""
+        query = top_layer(state.hidden)[:, None, :]  # (B, 1, H) s_{i−1}
+        context, weights = self.attention(query, state.keys, state.values, state.mask)
+        rnn_input = torch.cat([embedded[:, None, :], context], dim=-1)  # (B, 1, E + D)
+        output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, H)
+        return replace(state, hidden=hidden), output[:, 0], context[:, 0], weights[:, 0]
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        state, s, context, weights = self._recur(embedded, state)
+        logits = self.readout(torch.cat([s, embedded, context], dim=-1))  # (B, V)
+        return logits, state, weights
+
+    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
+        state = self.init_state(memory)
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        states, contexts, weights = [], [], []
+        for i in range(tgt_in.size(1)):
+            state, s, context, alpha = self._recur(embedded[:, i], state)
+            states.append(s)
+            contexts.append(context)
+            weights.append(alpha)
+        features = torch.cat(
+            [torch.stack(states, 1), embedded, torch.stack(contexts, 1)], dim=-1
+        )  # (B, T, H + E + D)
+        return DecoderOutput(self.readout(features), torch.stack(weights, 1))

@@ -1,0 +1,107 @@
+"""The global-attention decoder of Luong, Pham & Manning (2015), "Effective Approaches to
+Attention-based Neural Machine Translation"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from seqtasks.attention import Attention, GeneralAttention
+from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.memory import Memory
+
+
+class LuongDecoder(RNNDecoder):
+    """The RNN steps first, then attends with its *current* state:
+
+        h_i = f(h_{i−1}, [E y_{i−1}; h̃_{i−1}])          (input feeding)
+        α_i = softmax(score(h_i, h̄))      c_i = Σ_j α_ij h̄_j
+        h̃_i = tanh(W_c [c_i; h_i])        p(y_i | y_<i, x) = softmax(W_s h̃_i)
+
+    Without input feeding the recurrence no longer depends on attention, so the teacher-forced
+    pass runs the RNN and the attention over all T positions at once.
+
+    Args:
+        vocab_size: target vocabulary size V (given by the task).
+        memory_dim: width of the annotations (given by the task).
+        embed_dim: width of the target embeddings.
+        hidden_size: width of h_i and of the attentional vector h̃_i.
+        attention: the score function, built as `attention(hidden_size, memory_dim)`.
+        num_layers: stacked RNN layers; attention reads the top one.
+        cell: "lstm" (the paper) or "gru".
+        input_feeding: feed h̃_{i−1} into step i (Luong et al. §3.3).
+        dropout: on embeddings, between layers and on h̃ before the output projection.
+        pad_id: padding token id.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        embed_dim: int = 256,
+        hidden_size: int = 512,
+        attention: Callable[[int, int], Attention] = GeneralAttention,
+        num_layers: int = 1,
+        cell: Literal["gru", "lstm"] = "lstm",
+        input_feeding: bool = True,
+        dropout: float = 0.2,
+        pad_id: int = 0,
+    ):
+        rnn_input_dim = embed_dim + (hidden_size if input_feeding else 0)
+        super().__init__(
+            vocab_size, memory_dim, rnn_input_dim, embed_dim, hidden_size,
+            num_layers, cell, dropout, pad_id,
+        )  # fmt: skip
+        self.input_feeding = input_feeding
+        self.attention = attention(hidden_size, memory_dim)
+        self.combine = nn.Linear(memory_dim + hidden_size, hidden_size, bias=False)  # W_c
+        self.out = nn.Linear(hidden_size, vocab_size)  # W_s
+
+    def init_state(self, memory: Memory) -> RNNState:
+        hidden = self.initial_hidden(memory.summary)
+        feed = memory.states.new_zeros(memory.states.size(0), self.out.in_features)
+        return RNNState(
+            hidden=hidden,
+            keys=self.attention.project_keys(memory.states),
+            values=memory.states,
+            mask=memory.mask,
+            feed=feed if self.input_feeding else None,
+        )
+
+    def _attend(self, h: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
+        """(B, T, H) RNN outputs -> h̃ (B, T, H) and α (B, T, S)."""
+        context, weights = self.attention(h, state.keys, state.values, state.mask)
+        return torch.tanh(self.combine(torch.cat([context, h], dim=-1))), weights
+
+    def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor]:
+        """(B, E) embedded y_{i−1} -> new state, h̃_i (B, H), α_i (B, S)."""
+        rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
+        output, hidden = self.rnn(rnn_input[:, None, :], state.hidden)  # (B, 1, H)
+        attentional, weights = self._attend(output, state)
+        feed = attentional[:, 0] if self.input_feeding else None
+        return replace(state, hidden=hidden, feed=feed), attentional[:, 0], weights[:, 0]
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        state, attentional, weights = self._recur(embedded, state)
+        return self.out(self.dropout(attentional)), state, weights
+
+    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
+        state = self.init_state(memory)
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        if not self.input_feeding:
+            outputs, _ = self.rnn(embedded, state.hidden)  # (B, T, H)
+            attentional, weights = self._attend(outputs, state)
+        else:
+            attentionals, alphas = [], []
+            for i in range(tgt_in.size(1)):
+                state, h_tilde, alpha = self._recur(embedded[:, i], state)
+                attentionals.append(h_tilde)
+                alphas.append(alpha)
+            attentional, weights = torch.stack(attentionals, 1), torch.stack(alphas, 1)
+        return DecoderOutput(self.out(self.dropout(attentional)), weights)

@@ -1,0 +1,64 @@
+"""The encoder–decoder without attention (Cho et al. 2014; Sutskever et al. 2014)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState
+from seqtasks.memory import Memory
+
+
+class NoAttentionDecoder(RNNDecoder):
+    """Everything the decoder knows of the source is one fixed vector c (the memory summary):
+
+        s_0 = tanh(W_s c)      s_i = f(s_{i−1}, [E y_{i−1}; c])
+        p(y_i | y_<i, c) ∝ exp(W_o maxout(U_o s_i + V_o E y_{i−1} + C_o c))
+
+    This is the bottleneck that attention removes; it is here to be measured against. Its
+    teacher-forced pass is a single call of the fused RNN over all T positions.
+
+    Args: as `BahdanauDecoder`, without `attention`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        embed_dim: int = 256,
+        hidden_size: int = 512,
+        readout_dim: int = 256,
+        num_layers: int = 1,
+        cell: Literal["gru", "lstm"] = "gru",
+        dropout: float = 0.2,
+        pad_id: int = 0,
+    ):
+        super().__init__(
+            vocab_size, memory_dim, embed_dim + memory_dim, embed_dim, hidden_size,
+            num_layers, cell, dropout, pad_id,
+        )  # fmt: skip
+        self.readout = MaxoutReadout(
+            hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
+        )
+
+    def init_state(self, memory: Memory) -> RNNState:
+        return RNNState(hidden=self.initial_hidden(memory.summary), feed=memory.summary)
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, None]:
+        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
+        features = torch.cat([embedded, state.feed], dim=-1)  # (B, E + D)
+        output, hidden = self.rnn(features[:, None, :], state.hidden)  # (B, 1, H)
+        logits = self.readout(torch.cat([output[:, 0], features], dim=-1))  # (B, V)
+        return logits, replace(state, hidden=hidden), None
+
+    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
+        state = self.init_state(memory)
+        embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        c = memory.summary[:, None, :].expand(-1, tgt_in.size(1), -1)  # (B, T, D)
+        features = torch.cat([embedded, c], dim=-1)  # (B, T, E + D)
+        outputs, _ = self.rnn(features, state.hidden)  # (B, T, H)
+        return DecoderOutput(self.readout(torch.cat([outputs, features], dim=-1)), None)

@@ -1,0 +1,106 @@
+"""Pieces shared by the recurrent decoders: the recurrent stack, its state, the deep output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from seqtasks.decoders.base import Decoder
+
+Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
+
+
+@dataclass
+class RNNState:
+    """State of a recurrent decoder during search.
+
+    `hidden` and `feed` belong to each hypothesis and move in `reorder`; `keys`, `values` and
+    `mask` are derived from the memory once per source and never move.
+    """
+
+    hidden: Hidden
+    keys: Tensor | None = None  # (B, S, D_k) attention keys, precomputed
+    values: Tensor | None = None  # (B, S, D) annotations
+    mask: Tensor | None = None  # (B, S)
+    feed: Tensor | None = None  # (B, D_f) extra input carried to the next step (Luong, plain c)
+
+
+def top_layer(hidden: Hidden) -> Tensor:
+    """(B, H) the top layer's hidden state s (h for an LSTM)."""
+    h = hidden[0] if isinstance(hidden, tuple) else hidden
+    return h[-1]
+
+
+def reorder_hidden(hidden: Hidden, index: Tensor) -> Hidden:
+    if isinstance(hidden, tuple):
+        return tuple(h.index_select(1, index) for h in hidden)  # type: ignore[return-value]
+    return hidden.index_select(1, index)
+
+
+class MaxoutReadout(nn.Module):
+    """Deep output (Pascanu et al. 2014, as in Bahdanau et al. 2015 App. A):
+    t = maxout(W_t [inputs]) with pools of 2, then logits = W_o t."""
+
+    def __init__(self, in_dim: int, readout_dim: int, vocab_size: int, dropout: float):
+        super().__init__()
+        self.hidden = nn.Linear(in_dim, 2 * readout_dim)
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(readout_dim, vocab_size)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """(…, in_dim) -> (…, V)"""
+        t = self.hidden(features).unflatten(-1, (-1, 2)).amax(dim=-1)  # (…, readout_dim)
+        return self.out(self.dropout(t))
+
+
+class RNNDecoder(Decoder):
+    """Base of the recurrent decoders: target embeddings, an RNN stack initialised from the
+    memory summary (s_0 = tanh(W_s c), as Bahdanau et al. and Cho et al.), and `reorder`.
+
+    Args:
+        vocab_size: target vocabulary size V (given by the task, from the data).
+        memory_dim: width of the annotations (the encoder's `out_dim`, given by the task).
+        rnn_input_dim: width of the RNN input at each step (set by the subclass).
+        embed_dim, hidden_size, num_layers, cell, dropout, pad_id: as in the subclasses.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        rnn_input_dim: int,
+        embed_dim: int,
+        hidden_size: int,
+        num_layers: int,
+        cell: Literal["gru", "lstm"],
+        dropout: float,
+        pad_id: int,
+    ):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.num_layers = num_layers
+        self.cell = cell
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.init_hidden = nn.Linear(memory_dim, num_layers * hidden_size)
+        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.rnn = rnn_class(
+            rnn_input_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+
+    def initial_hidden(self, summary: Tensor) -> Hidden:
+        """(B, D) summary c -> s_0 = tanh(W_s c) for every layer (LSTM cells start at zero)."""
+        h0 = torch.tanh(self.init_hidden(summary))  # (B, layers·H)
+        h0 = h0.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (layers, B, H)
+        return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
+
+    def reorder(self, state: RNNState, index: Tensor) -> RNNState:
+        feed = None if state.feed is None else state.feed.index_select(0, index)
+        return replace(state, hidden=reorder_hidden(state.hidden, index), feed=feed)

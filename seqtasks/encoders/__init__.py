@@ -1,0 +1,6 @@
+"""Encoders: inputs -> `Memory` (annotations, mask, summary vector, optional grid)."""
+
+from seqtasks.encoders.base import Encoder
+from seqtasks.encoders.rnn import RNNEncoder
+
+__all__ = ["Encoder", "RNNEncoder"]

@@ -1,0 +1,1 @@
+"""Metrics the fields trust, computed by their reference implementations where one exists."""

@@ -1,0 +1,6 @@
+"""Tasks: the LightningModules that train and evaluate an encoder with a decoder."""
+
+from seqtasks.tasks.base import EncoderDecoderTask
+from seqtasks.tasks.translation import TranslationTask
+
+__all__ = ["EncoderDecoderTask", "TranslationTask"]

@@ -1,0 +1,184 @@
+"""Machine translation: text in, text out, scored with sacreBLEU on detokenised text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+
+from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
+from seqtasks.data.translation import Batch, encode_source, pad
+from seqtasks.decoders.base import Decoder
+from seqtasks.encoders.base import Encoder
+from seqtasks.metrics.bleu import score_corpus
+from seqtasks.search import Hypothesis
+from seqtasks.tasks.base import EncoderDecoderTask
+
+CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Translation:
+    """One output of `TranslationTask.translate`."""
+
+    text: str
+    tokens: list[str]  # subword pieces, for plots
+    score: float
+    attention: Tensor | None  # (len(tokens), source pieces + EOS)
+
+
+class TranslationTask(EncoderDecoderTask):
+    """Translate with any encoder and decoder; validate with BLEU on detokenised text.
+
+    The sentencepiece models come from the DataModule when training starts and are stored in
+    every checkpoint, so `TranslationTask.load_from_checkpoint(path)` is all an app needs.
+
+    Args:
+        encoder: built as `encoder(src_vocab_size)`.
+        decoder: built as `decoder(tgt_vocab_size, encoder.out_dim)`.
+        src_vocab_size, tgt_vocab_size: linked from the DataModule by the CLI.
+        (the rest as in `EncoderDecoderTask`)
+    """
+
+    def __init__(
+        self,
+        encoder: Callable[[int], Encoder],
+        decoder: Callable[[int, int], Decoder],
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        label_smoothing: float = 0.1,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        monitor: str = "val/bleu",
+        val_beam: int = 1,
+        test_beam: int = 5,
+        length_alpha: float = 1.0,
+        max_length_ratio: float = 1.5,
+        max_length_offset: int = 10,
+    ):
+        super().__init__(
+            label_smoothing, optimizer, lr_scheduler, monitor, val_beam, test_beam,
+            length_alpha, max_length_ratio, max_length_offset,
+        )  # fmt: skip
+        self.save_hyperparameters()
+        self.encoder = encoder(src_vocab_size)
+        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.src_tokenizer: SentencePieceTokenizer | None = None
+        self.tgt_tokenizer: SentencePieceTokenizer | None = None
+
+    # ---- tokenisers travel with the checkpoint ---------------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if self.src_tokenizer is None and datamodule is not None:
+            self.set_tokenizers(datamodule.src_tokenizer, datamodule.tgt_tokenizer)
+
+    def set_tokenizers(self, src: SentencePieceTokenizer, tgt: SentencePieceTokenizer) -> None:
+        expected = (self.hparams.src_vocab_size, self.hparams.tgt_vocab_size)
+        if (src.vocab_size, tgt.vocab_size) != expected:
+            raise ValueError(
+                f"tokenisers have vocabularies {(src.vocab_size, tgt.vocab_size)} but the model "
+                f"was built for {expected}"
+            )
+        self.src_tokenizer, self.tgt_tokenizer = src, tgt
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.src_tokenizer is None or self.tgt_tokenizer is None:
+            raise RuntimeError("cannot save a translation checkpoint without its tokenisers")
+        checkpoint[CHECKPOINT_KEY] = {
+            "task": "translation",
+            "src_tokenizer": self.src_tokenizer.proto,
+            "tgt_tokenizer": self.tgt_tokenizer.proto,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        stored = checkpoint.get(CHECKPOINT_KEY, {})
+        if stored.get("task") != "translation":
+            raise ValueError(
+                f"not a translation checkpoint (task: {stored.get('task', 'unknown')})"
+            )
+        self.set_tokenizers(
+            SentencePieceTokenizer(stored["src_tokenizer"], "checkpoint source tokeniser"),
+            SentencePieceTokenizer(stored["tgt_tokenizer"], "checkpoint target tokeniser"),
+        )
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
+        output = self(batch.src, batch.src_mask, batch.tgt_in)
+        loss, _ = self.token_loss(output.logits, batch.tgt_out)
+        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
+        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=beam)
+        for i, nbest in enumerate(hypotheses):
+            text = self.tgt_tokenizer.decode(nbest[0].tokens)
+            self._eval_outputs.append(
+                (int(batch.index[i]), batch.src_text[i], text, batch.tgt_text[i])
+            )
+
+    def _log_scores(self, stage: str) -> None:
+        outputs = self.gathered_outputs()
+        hypotheses = [o[2] for o in outputs]
+        references = [o[3] for o in outputs]
+        scores = score_corpus(hypotheses, references)
+        exact = sum(h == r for h, r in zip(hypotheses, references)) / max(len(outputs), 1)
+        self.log(f"{stage}/bleu", scores.bleu, prog_bar=True)
+        self.log(f"{stage}/chrf", scores.chrf)
+        self.log(f"{stage}/exact_match", 100.0 * exact)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "val", self.val_beam)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_scores("val")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "test", self.test_beam)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_scores("test")
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[str]:
+        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=self.test_beam)
+        return [self.tgt_tokenizer.decode(nbest[0].tokens) for nbest in hypotheses]
+
+    # ---- the API the apps use ---------------------------------------------------------------
+    @torch.no_grad()
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam_size: int = 5,
+        n_best: int = 1,
+        max_tokens: int = 8000,
+        max_length: int = 200,
+        return_attention: bool = False,
+    ) -> list[list[Translation]]:
+        """Translate raw sentences in length-sorted batches of about `max_tokens` source tokens.
+
+        An empty line translates to an empty string; sources longer than `max_length` subwords
+        are cut with a warning. Returns, per sentence in input order, its n-best translations.
+        """
+        if self.src_tokenizer is None or self.tgt_tokenizer is None:
+            raise RuntimeError("the model has no tokenisers: load it from a checkpoint")
+        self.eval()
+        encoded = [encode_source(self.src_tokenizer, s.strip(), max_length) for s in sentences]
+        results = [[Translation("", [], 0.0, None)] * n_best for _ in sentences]  # empty lines
+        todo = [i for i, ids in enumerate(encoded) if ids]
+        lengths = [len(encoded[i]) + 1 for i in todo]
+        for chunk in TokenBucketSampler(lengths, max_tokens, shuffle=False).batches:
+            rows = [todo[j] for j in chunk]
+            src = pad([encoded[i] + [EOS_ID] for i in rows]).to(self.device)
+            nbests = self.decode(src, src != PAD_ID, beam_size, n_best, return_attention)
+            for i, nbest in zip(rows, nbests):
+                results[i] = [self._translation(h) for h in nbest]
+        return results
+
+    def _translation(self, hypothesis: Hypothesis) -> Translation:
+        return Translation(
+            text=self.tgt_tokenizer.decode(hypothesis.tokens),
+            tokens=self.tgt_tokenizer.pieces(hypothesis.tokens),
+            score=hypothesis.score,
+            attention=hypothesis.attention,
+        )
