@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from seqtasks.data.tokenizer import train_sentencepiece
+from seqtasks.files import write_atomic
 
 DEFAULT_SOURCE = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 SPLITS = ("train", "val", "test_2016_flickr")
@@ -34,12 +35,6 @@ def fetch(source: str, name: str) -> bytes:
             data = candidate.read_bytes()
             return gzip.decompress(data) if unzip else data
     raise FileNotFoundError(f"neither {folder / name}.gz nor {folder / name} exists")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,11 +67,14 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.joint:
         joint = [line for lang in args.langs for line in train_lines[lang]]
-        models = dict.fromkeys(args.langs, train_sentencepiece(joint, args.vocab_size,
-                                                              args.model_type))  # fmt: skip
+        models = dict.fromkeys(
+            args.langs, train_sentencepiece(joint, args.vocab_size, args.model_type)
+        )
     else:
-        models = {lang: train_sentencepiece(train_lines[lang], args.vocab_size, args.model_type)
-                  for lang in args.langs}  # fmt: skip
+        models = {
+            lang: train_sentencepiece(train_lines[lang], args.vocab_size, args.model_type)
+            for lang in args.langs
+        }
     for lang, tokenizer in models.items():
         write_atomic(args.out / f"spm.{lang}.model", tokenizer.proto)
         print(f"spm.{lang}.model: {args.model_type}, {tokenizer.vocab_size} pieces")

@@ -15,9 +15,7 @@ from lightning.pytorch.cli import LightningCLI
 class SeqtasksCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size"):
-            parser.link_arguments(
-                f"data.{name}", f"model.init_args.{name}", apply_on="instantiate"
-            )
+            parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
 
 
 def main(args: list[str] | None = None) -> None:

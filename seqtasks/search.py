@@ -92,9 +92,9 @@ def _one_path(
             Hypothesis(
                 tokens=token_rows[b][: lengths[b]],
                 score=float(scores[b]),
-                attention=None if attention is None else _trim_attention(
-                    attention[b], int(lengths[b]), valid[b]
-                ),
+                attention=None
+                if attention is None
+                else _trim_attention(attention[b], int(lengths[b]), valid[b]),
                 finished=bool(ended_with_eos[b]),
             )
         ]
@@ -199,8 +199,10 @@ def beam_search(
         is_eos = token == eos
 
         if return_attention and weights is not None:
-            attn_history = weights[:, None, :] if attn_history is None else torch.cat(
-                [attn_history, weights[:, None, :]], dim=1
+            attn_history = (
+                weights[:, None, :]
+                if attn_history is None
+                else torch.cat([attn_history, weights[:, None, :]], dim=1)
             )  # (B·K, t+1, S): row t is the attention behind token t
         # Hypotheses that end here: EOS among the K best candidates.
         eos_hits = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero().tolist()
@@ -235,6 +237,10 @@ def beam_search(
     results = []
     for b in range(batch):
         ranked = sorted(finished[b], key=lambda h: h[0], reverse=True)[:n_best]
-        results.append([Hypothesis(tokens, score, attention, eos_)
-                        for score, tokens, attention, eos_ in ranked])  # fmt: skip
+        results.append(
+            [
+                Hypothesis(tokens, score, attention, eos_)
+                for score, tokens, attention, eos_ in ranked
+            ]
+        )
     return results

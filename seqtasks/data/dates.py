@@ -13,13 +13,36 @@ from pathlib import Path
 
 from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.data.translation import TranslationData
+from seqtasks.files import write_atomic
 
-MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
-          "september", "october", "november", "december"]  # fmt: skip
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 ONES = ["", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"]
-TEENS = ["tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
-         "seventeenth", "eighteenth", "nineteenth"]  # fmt: skip
+TEENS = [
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+]
 
 
 def ordinal_words(day: int) -> str:
@@ -76,10 +99,10 @@ def write_dates(out: Path, train: int = 20000, val: int = 500, test: int = 1000,
     corpus = {name: generate(n, seed + i) for i, (name, n) in enumerate(splits.items())}
     for name, pairs in corpus.items():
         for side, lang in enumerate(("text", "iso")):
-            (out / f"{name}.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
+            write_atomic(out / f"{name}.{lang}", "".join(p[side] + "\n" for p in pairs))
     for side, lang in enumerate(("text", "iso")):
         tokenizer = train_sentencepiece((p[side] for p in corpus["train"]), 100, "char")
-        (out / f"spm.{lang}.model").write_bytes(tokenizer.proto)
+        write_atomic(out / f"spm.{lang}.model", tokenizer.proto)
 
 
 class DatesData(TranslationData):
@@ -105,7 +128,14 @@ class DatesData(TranslationData):
         if not (path / "spm.iso.model").is_file():
             write_dates(path, train=num_train, seed=seed)
         super().__init__(
-            data_dir, src_lang="text", tgt_lang="iso", train_split="train", val_split="val",
-            test_split="test", max_tokens=max_tokens, max_length=100,
-            num_workers=num_workers, seed=seed,
-        )  # fmt: skip
+            data_dir,
+            src_lang="text",
+            tgt_lang="iso",
+            train_split="train",
+            val_split="val",
+            test_split="test",
+            max_tokens=max_tokens,
+            max_length=100,
+            num_workers=num_workers,
+            seed=seed,
+        )

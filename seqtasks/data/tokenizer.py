@@ -26,7 +26,7 @@ class SentencePieceTokenizer:
         if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(
                 f"sentencepiece model {name} has pad/unk/bos/eos ids {ids}; seqtasks needs "
-                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}: train it with seqtasks.data.train_sentencepiece"
+                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}: train it with train_sentencepiece"
             )
 
     @classmethod

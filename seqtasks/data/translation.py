@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from seqtasks.data.batching import TokenBucketSampler
-from seqtasks.data.text import read_lines, read_parallel
+from seqtasks.data.text import read_parallel
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,12 @@ class TranslationData(L.LightningDataModule):
         super().__init__()
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.splits = {"fit": train_split, "validate": val_split, "test": test_split}
+        self.splits = {
+            "fit": train_split,
+            "validate": val_split,
+            "test": test_split,
+            "predict": test_split,
+        }
         self.max_tokens, self.max_length = max_tokens, max_length
         self.num_workers, self.seed = num_workers, seed
         self.src_tokenizer = self._tokenizer(src_lang)
@@ -170,12 +175,18 @@ class TranslationData(L.LightningDataModule):
                 tgt = self.tgt_tokenizer.encode(tgt_text)[: self.max_length]
             examples.append(Example(src, tgt, src_text, tgt_text))
         if skipped:
-            log.info("%s: skipped %d empty or over-long pairs of %d", src_path, skipped,
-                     len(src_lines))  # fmt: skip
+            log.info(
+                "%s: skipped %d empty or over-long pairs of %d", src_path, skipped, len(src_lines)
+            )
         return ParallelDataset(examples)
 
     def setup(self, stage: str) -> None:
-        needed = {"fit": ["fit", "validate"], "validate": ["validate"], "test": ["test"]}
+        needed = {
+            "fit": ["fit", "validate"],
+            "validate": ["validate"],
+            "test": ["test"],
+            "predict": ["predict"],
+        }
         for name in needed.get(stage, []):
             if name not in self.datasets:
                 self.datasets[name] = self.load_split(self.splits[name], train=name == "fit")
@@ -200,3 +211,7 @@ class TranslationData(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """The test split's sources (`seqtasks predict`; see `callbacks.TranslationWriter`)."""
+        return self._loader("predict", train=False)

@@ -54,9 +54,16 @@ class LuongDecoder(RNNDecoder):
     ):
         rnn_input_dim = embed_dim + (hidden_size if input_feeding else 0)
         super().__init__(
-            vocab_size, memory_dim, rnn_input_dim, embed_dim, hidden_size,
-            num_layers, cell, dropout, pad_id,
-        )  # fmt: skip
+            vocab_size,
+            memory_dim,
+            rnn_input_dim,
+            embed_dim,
+            hidden_size,
+            num_layers,
+            cell,
+            dropout,
+            pad_id,
+        )
         self.input_feeding = input_feeding
         self.attention = attention(hidden_size, memory_dim)
         self.combine = nn.Linear(memory_dim + hidden_size, hidden_size, bias=False)  # W_c

@@ -38,9 +38,16 @@ class NoAttentionDecoder(RNNDecoder):
         pad_id: int = 0,
     ):
         super().__init__(
-            vocab_size, memory_dim, embed_dim + memory_dim, embed_dim, hidden_size,
-            num_layers, cell, dropout, pad_id,
-        )  # fmt: skip
+            vocab_size,
+            memory_dim,
+            embed_dim + memory_dim,
+            embed_dim,
+            hidden_size,
+            num_layers,
+            cell,
+            dropout,
+            pad_id,
+        )
         self.readout = MaxoutReadout(
             hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
         )

@@ -18,9 +18,11 @@ class TranslationScores:
 
 
 def score_corpus(
-    hypotheses: Sequence[str], references: Sequence[str], lowercase: bool = False,
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    lowercase: bool = False,
     tokenize: str = "13a",
-) -> TranslationScores:  # fmt: skip
+) -> TranslationScores:
     """Corpus BLEU and chrF with sacreBLEU's defaults (13a tokenisation, cased unless asked)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -41,9 +43,13 @@ def score_corpus(
 @dataclass
 class LengthBucket:
     low: int
-    high: int  # inclusive
+    high: int | None  # inclusive; None for the open-ended last bucket
     sentences: int
     bleu: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.low}+" if self.high is None else f"{self.low}–{self.high}"
 
 
 def bleu_by_source_length(
@@ -57,10 +63,14 @@ def bleu_by_source_length(
     `edges` are the upper bounds of all but the last bucket: (10, 20) gives 1–10, 11–20, 21+.
     Empty buckets are left out.
     """
-    bounds = [0, *edges, 10**9]
+    bounds: list[int | None] = [0, *edges, None]
     buckets = []
     for low, high in zip(bounds[:-1], bounds[1:]):
-        chosen = [i for i, s in enumerate(sources) if low < len(s.split()) <= high]
+        chosen = [
+            i
+            for i, s in enumerate(sources)
+            if low < len(s.split()) and (high is None or len(s.split()) <= high)
+        ]
         if not chosen:
             continue
         bleu = sacrebleu.metrics.BLEU().corpus_score(

@@ -118,9 +118,16 @@ class EncoderDecoderTask(L.LightningModule):
         if beam_size == 1 and n_best == 1:
             return greedy(self.decoder, memory, BOS_ID, EOS_ID, limit, return_attention)
         return beam_search(
-            self.decoder, memory, BOS_ID, EOS_ID, limit, beam_size, self.length_alpha, n_best,
+            self.decoder,
+            memory,
+            BOS_ID,
+            EOS_ID,
+            limit,
+            beam_size,
+            self.length_alpha,
+            n_best,
             return_attention,
-        )  # fmt: skip
+        )
 
     # ---- evaluation: results are gathered from every process, then scored once -------------
     def gathered_outputs(self) -> list[tuple[int, str, str, str]]:

@@ -62,9 +62,16 @@ class TranslationTask(EncoderDecoderTask):
         max_length_offset: int = 10,
     ):
         super().__init__(
-            label_smoothing, optimizer, lr_scheduler, monitor, val_beam, test_beam,
-            length_alpha, max_length_ratio, max_length_offset,
-        )  # fmt: skip
+            label_smoothing,
+            optimizer,
+            lr_scheduler,
+            monitor,
+            val_beam,
+            test_beam,
+            length_alpha,
+            max_length_ratio,
+            max_length_offset,
+        )
         self.save_hyperparameters()
         self.encoder = encoder(src_vocab_size)
         self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
@@ -140,9 +147,13 @@ class TranslationTask(EncoderDecoderTask):
     def on_test_epoch_end(self) -> None:
         self._log_scores("test")
 
-    def predict_step(self, batch: Batch, batch_idx: int) -> list[str]:
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
+        """(index in the split, translation) for each sentence of the batch."""
         hypotheses = self.decode(batch.src, batch.src_mask, beam_size=self.test_beam)
-        return [self.tgt_tokenizer.decode(nbest[0].tokens) for nbest in hypotheses]
+        return [
+            (int(i), self.tgt_tokenizer.decode(nbest[0].tokens))
+            for i, nbest in zip(batch.index, hypotheses)
+        ]
 
     # ---- the API the apps use ---------------------------------------------------------------
     @torch.no_grad()
@@ -174,6 +185,11 @@ class TranslationTask(EncoderDecoderTask):
             for i, nbest in zip(rows, nbests):
                 results[i] = [self._translation(h) for h in nbest]
         return results
+
+    def source_pieces(self, sentence: str, max_length: int = 200) -> list[str]:
+        """The source subwords plus EOS: the columns of a `Translation.attention` matrix."""
+        ids = encode_source(self.src_tokenizer, sentence.strip(), max_length) + [EOS_ID]
+        return self.src_tokenizer.pieces(ids)
 
     def _translation(self, hypothesis: Hypothesis) -> Translation:
         return Translation(

@@ -1,0 +1,93 @@
+"""Translate text with a trained checkpoint: one line in, one line out.
+
+    echo "Ein Hund rennt durch den Schnee." | python apps/translate.py --checkpoint best.ckpt
+    python apps/translate.py --checkpoint best.ckpt --input news.de --output news.en --beam 5
+    python apps/translate.py --checkpoint best.ckpt --n-best 3 < in.txt   # i ||| text ||| score
+    python apps/translate.py --checkpoint best.ckpt --attention-plots plots/ < in.txt
+
+The model is loaded once and the input translated in length-sorted batches; the output keeps
+the input's line count and order (an empty line gives an empty line). An --output file is
+written to a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.data.text import read_lines
+from seqtasks.files import write_atomic
+from seqtasks.plots import plot_attention
+from seqtasks.tasks.translation import TranslationTask
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument(
+        "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"
+    )
+    parser.add_argument("--output", type=Path, help="where to write (default: stdout)")
+    parser.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
+    parser.add_argument("--n-best", type=int, default=1, help="print K hypotheses per line")
+    parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
+    parser.add_argument("--max-tokens", type=int, default=8000, help="source tokens per batch")
+    parser.add_argument("--max-length", type=int, default=250, help="longer sources are cut")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
+    args = parser.parse_args(argv)
+    if args.beam < 1 or not 1 <= args.n_best <= args.beam:
+        parser.error("need --beam >= 1 and 1 <= --n-best <= --beam")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
+        model = load_task(
+            args.checkpoint, TranslationTask, "translation", resolve_device(args.device)
+        )
+    except (CheckpointError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    results = model.translate(
+        lines,
+        beam_size=args.beam,
+        n_best=args.n_best,
+        max_tokens=args.max_tokens,
+        max_length=args.max_length,
+        return_attention=args.attention_plots is not None,
+    )
+    if args.n_best == 1:
+        out = [nbest[0].text for nbest in results]
+    else:
+        out = [
+            f"{i} ||| {t.text} ||| {t.score:.4f}" for i, nbest in enumerate(results) for t in nbest
+        ]
+    text = "".join(line + "\n" for line in out)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+
+    if args.attention_plots:
+        for i, (line, nbest) in enumerate(zip(lines, results)):
+            best = nbest[0]
+            if best.attention is None or not line.strip():
+                continue
+            source = model.source_pieces(line, args.max_length)
+            plot_attention(
+                best.attention,
+                source,
+                best.tokens,
+                args.attention_plots / f"line{i + 1:05d}.png",
+                title=f"{line.strip()} → {best.text}",
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

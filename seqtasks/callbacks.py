@@ -1,0 +1,82 @@
+"""Lightning callbacks that show what a translation model is doing while it trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.utilities import rank_zero_only
+
+from seqtasks.files import write_atomic
+from seqtasks.plots import plot_attention
+
+
+class AttentionPlots(L.Callback):
+    """After each validation, plot the attention of the first `num_examples` validation
+    sentences to `<log dir>/attention/example<i>.png` (greedy decoding).
+
+    Args:
+        num_examples: how many validation sentences to draw.
+    """
+
+    def __init__(self, num_examples: int = 2):
+        self.num_examples = num_examples
+
+    @rank_zero_only
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        examples = trainer.datamodule.datasets["validate"].examples[: self.num_examples]
+        sentences = [e.src_text for e in examples]
+        results = pl_module.translate(sentences, beam_size=1, return_attention=True)
+        folder = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
+        for i, (sentence, nbest) in enumerate(zip(sentences, results)):
+            best = nbest[0]
+            if best.attention is None:
+                return  # a decoder without attention
+            plot_attention(
+                best.attention,
+                pl_module.source_pieces(sentence),
+                best.tokens,
+                folder / f"example{i}.png",
+                title=f"epoch {trainer.current_epoch}: {sentence} → {best.text}",
+            )
+
+
+class FitSummary(L.Callback):
+    """At the end of `fit`, print the best validation score, its checkpoint and the plots."""
+
+    @rank_zero_only
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        checkpoint = trainer.checkpoint_callback
+        lines = []
+        if checkpoint is not None and checkpoint.best_model_path:
+            score = checkpoint.best_model_score
+            shown = f"{float(score):.2f}" if score is not None else "n/a"
+            lines.append(f"best {checkpoint.monitor} = {shown}: {checkpoint.best_model_path}")
+        for name, value in sorted(trainer.callback_metrics.items()):
+            if name.startswith("val/"):
+                lines.append(f"last {name} = {float(value):.2f}")
+        plots = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
+        if plots.is_dir():
+            lines.append(f"attention plots: {plots}")
+        print("\n".join(["", "== seqtasks fit summary ==", *lines]))
+
+
+class TranslationWriter(BasePredictionWriter):
+    """Write the translations of `seqtasks predict` to `output`, one line per source line, in
+    the order of the input file (batches are bucketed by length, so they are put back).
+
+    Args:
+        output: the file to write; it is replaced only once complete.
+    """
+
+    def __init__(self, output: str = "predictions.txt"):
+        super().__init__(write_interval="epoch")
+        self.output = Path(output)
+
+    def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
+        pairs = sorted(pair for batch in predictions for pair in batch)
+        write_atomic(self.output, "".join(text + "\n" for _, text in pairs))
+        print(f"wrote {len(pairs)} translations to {self.output}")
