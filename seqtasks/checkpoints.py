@@ -23,7 +23,7 @@ def checkpoint_task(path: str | Path) -> str:
     if not path.is_file():
         raise CheckpointError(f"no such checkpoint: {path}")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
         raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({e})") from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:

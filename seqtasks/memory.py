@@ -31,15 +31,6 @@ class Memory:
         """(B,) number of real positions per row."""
         return self.mask.sum(dim=1)
 
-    def repeat_interleave(self, k: int) -> Memory:
-        """Each row repeated k times in place (row b becomes rows b·k … b·k+k−1), for beams."""
-        return Memory(
-            states=self.states.repeat_interleave(k, dim=0),
-            mask=self.mask.repeat_interleave(k, dim=0),
-            summary=self.summary.repeat_interleave(k, dim=0),
-            grid=self.grid,
-        )
-
     def index_select(self, index: Tensor) -> Memory:
         """The rows named by `index` (B',), in that order."""
         return Memory(

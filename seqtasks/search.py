@@ -45,8 +45,10 @@ def _as_limits(max_length: int | Tensor, batch: int, device: torch.device) -> Te
     return torch.full((batch,), max_length, dtype=torch.long, device=device)
 
 
-def _trim_attention(weights: Tensor | None, length: int, valid: int) -> Tensor | None:
-    return None if weights is None else weights[:length, :valid].detach().cpu()
+def _keep_rows(groups: list[int], k: int, device: torch.device) -> Tensor:
+    """The rows of the given input groups, K rows each: (len(groups)·K,)."""
+    index = torch.tensor(groups, device=device)[:, None] * k + torch.arange(k, device=device)
+    return index.view(-1)
 
 
 @torch.no_grad()
@@ -59,43 +61,47 @@ def _one_path(
     pick: Callable[[Tensor], Tensor],
     return_attention: bool,
 ) -> list[list[Hypothesis]]:
-    """Extend one hypothesis per input, choosing each token with `pick(log_probs)`."""
-    batch = memory.states.size(0)
-    limits = _as_limits(max_length, batch, memory.states.device)
-    state = decoder.init_state(memory)
-    prev = torch.full((batch,), bos, dtype=torch.long, device=memory.states.device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=prev.device)
-    ended_with_eos = torch.zeros_like(finished)
-    lengths = torch.zeros(batch, dtype=torch.long, device=prev.device)
-    scores = torch.zeros(batch, device=prev.device)
-    tokens, weights = [], []
-    for t in range(int(limits.max())):
-        logits, state, alpha = decoder.step(prev, state)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
-        choice = pick(log_probs)  # (B,)
-        scores += torch.where(finished, 0.0, log_probs.gather(1, choice[:, None])[:, 0])
-        is_eos = (choice == eos) & ~finished
-        ended_with_eos |= is_eos
-        lengths += (~finished & ~is_eos).long()
-        finished |= is_eos | (t + 1 >= limits)
-        tokens.append(choice)
-        if return_attention and alpha is not None:
-            weights.append(alpha)
-        if bool(finished.all()):
-            break
-        prev = choice
-    token_rows = torch.stack(tokens, 1).tolist()  # (B, T)
-    attention = torch.stack(weights, 1) if weights else None  # (B, T, S)
+    """Extend one hypothesis per input, choosing each token with `pick(log_probs)`; inputs that
+    are finished leave the batch, so the remaining steps cost only what is still running."""
+    batch, device = memory.states.size(0), memory.states.device
+    limits = _as_limits(max_length, batch, device).tolist()
     valid = memory.lengths.tolist()
+    state = decoder.init_state(memory)
+    prev = torch.full((batch,), bos, dtype=torch.long, device=device)
+    active = list(range(batch))  # input of each row
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    weights: list[list[Tensor]] = [[] for _ in range(batch)]
+    scores, ended = [0.0] * batch, [False] * batch
+    for _ in range(max(limits)):
+        logits, state, alpha = decoder.step(prev, state)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (R, V)
+        choice = pick(log_probs)  # (R,)
+        chosen = log_probs.gather(1, choice[:, None])[:, 0].tolist()
+        still = []
+        for row, (b, token) in enumerate(zip(active, choice.tolist())):
+            scores[b] += chosen[row]
+            if token == eos:
+                ended[b] = True
+                continue
+            tokens[b].append(token)
+            if return_attention and alpha is not None:
+                weights[b].append(alpha[row, : valid[b]])
+            if len(tokens[b]) < limits[b]:
+                still.append(row)
+        if not still:
+            break
+        if len(still) < len(active):
+            index = torch.tensor(still, device=device)
+            state, choice = decoder.reorder(state, index), choice[index]
+            active = [active[row] for row in still]
+        prev = choice
     return [
         [
             Hypothesis(
-                tokens=token_rows[b][: lengths[b]],
-                score=float(scores[b]),
-                attention=None
-                if attention is None
-                else _trim_attention(attention[b], int(lengths[b]), valid[b]),
-                finished=bool(ended_with_eos[b]),
+                tokens=tokens[b],
+                score=scores[b],
+                attention=torch.stack(weights[b]).cpu() if weights[b] else None,
+                finished=ended[b],
             )
         ]
         for b in range(batch)
@@ -144,6 +150,20 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def _live_may_win(
+    finished: list[Hypothesis], best_live: float, t: int, limit: int, alpha: float, n_best: int
+) -> bool:
+    """Whether the best live beam (raw score `best_live` after step t) could still end up among
+    the `n_best` best `finished` ones: its final length is t+2 … limit, its score only falls."""
+    if best_live == float("-inf"):
+        return False
+    ranked = sorted((h.score for h in finished), reverse=True)
+    if len(ranked) < n_best:
+        return True
+    lp = max(length_penalty(t + 2, alpha), length_penalty(max(limit, t + 2), alpha))
+    return best_live / lp > ranked[n_best - 1]
+
+
 @torch.no_grad()
 def beam_search(
     decoder: Decoder,
@@ -160,87 +180,88 @@ def beam_search(
 
     At each step the 2K best extensions of each input are taken; those ending in EOS (among the
     K best) are set aside as finished, the K best others continue. An input is done once it has
-    K finished hypotheses or reaches its length limit, where its live beams are returned
-    unfinished, so every input always gets at least one hypothesis. Finished hypotheses are
-    ranked by score / lp(length) with the length counted including EOS.
+    K finished hypotheses and no live beam can still beat its `n_best`-th best one (a live
+    score s only falls, so it can reach at most s / lp(limit)), or when it reaches its length
+    limit, where its live beams are returned unfinished, so every input always gets at least
+    one hypothesis; a done input leaves the batch. Finished hypotheses are ranked by
+    score / lp(length), the length counted including EOS.
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
-    batch, k = memory.states.size(0), beam_size
-    device = memory.states.device
+    batch, k, device = memory.states.size(0), beam_size, memory.states.device
     limits = _as_limits(max_length, batch, device).tolist()
-    state = decoder.init_state(memory.repeat_interleave(k))
-    offsets = (torch.arange(batch, device=device) * k)[:, None]  # (B, 1)
-    scores = torch.full((batch, k), float("-inf"), device=device)
+    valid = memory.lengths.tolist()
+    state = decoder.init_state(memory, beam_size=k)
+    active = list(range(batch))  # input of each group of K rows
+    scores = torch.full((batch, k), float("-inf"), device=device)  # (n, K) for n active inputs
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     prev = torch.full((batch * k,), bos, dtype=torch.long, device=device)
-    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)
-    attn_history: Tensor | None = None
-    finished: list[list[tuple[float, list[int], Tensor | None, bool]]] = [[] for _ in range(batch)]
-    done = [False] * batch
-    valid = memory.lengths.tolist()
+    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n·K, t)
+    attn_history: Tensor | None = None  # (n·K, t, S)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
 
-    def keep(b: int, row: int, score: float, length: int, eos_: bool) -> None:
-        """Set aside the hypothesis in `row` (its tokens are in `history`) as finished."""
+    def keep(b: int, row: int, score: float, length: int, ended: bool) -> None:
+        """Set input b's hypothesis in `row` aside as finished (its tokens are in `history`)."""
         tokens = history[row].tolist()
         attention = None
         if attn_history is not None:
-            attention = _trim_attention(attn_history[row], len(tokens), valid[b])
-        norm = score / length_penalty(length, alpha)
-        finished[b].append((norm, tokens, attention, eos_))
+            attention = attn_history[row, : len(tokens), : valid[b]].cpu()
+        normalised = score / length_penalty(length, alpha)
+        finished[b].append(Hypothesis(tokens, normalised, attention, ended))
 
     for t in range(max(limits)):
+        n = len(active)
         logits, state, weights = decoder.step(prev, state)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B·K, V)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (n·K, V)
         vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(batch, k * vocab)  # (B, K·V)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
-        origin, token = top_index // vocab, top_index % vocab  # (B, 2K)
+        candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)  # (n, K·V)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
+        origin, token = top_index // vocab, top_index % vocab  # (n, 2K)
         is_eos = token == eos
-
         if return_attention and weights is not None:
+            step_weights = weights[:, None, :]  # (n·K, 1, S): the attention behind token t
             attn_history = (
-                weights[:, None, :]
+                step_weights
                 if attn_history is None
-                else torch.cat([attn_history, weights[:, None, :]], dim=1)
-            )  # (B·K, t+1, S): row t is the attention behind token t
+                else torch.cat([attn_history, step_weights], dim=1)
+            )
+
         # Hypotheses that end here: EOS among the K best candidates.
         eos_hits = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero().tolist()
-        for b, rank in eos_hits:
-            if not done[b]:
-                row = b * k + int(origin[b, rank])
-                keep(b, row, float(top_scores[b, rank]), t + 1, True)
+        for g, rank in eos_hits:
+            row = g * k + int(origin[g, rank])
+            keep(active[g], row, float(top_scores[g, rank]), t + 1, True)
+
         # The K best non-EOS candidates continue.
-        alive_scores = top_scores.masked_fill(is_eos, float("-inf"))
-        scores, pick = alive_scores.topk(k, dim=-1)  # (B, K), sorted
-        rows = (offsets + origin.gather(1, pick)).view(-1)  # (B·K,) rows they extend
-        next_tokens = token.gather(1, pick).view(-1)
-        state = decoder.reorder(state, rows)
-        history = torch.cat([history.index_select(0, rows), next_tokens[:, None]], dim=1)
+        scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=-1)  # (n, K)
+        offsets = torch.arange(n, device=device)[:, None] * k
+        rows = (offsets + origin.gather(1, pick)).view(-1)  # (n·K,) the rows they extend
+        prev = token.gather(1, pick).view(-1)
+        history = torch.cat([history.index_select(0, rows), prev[:, None]], dim=1)
         if attn_history is not None:
             attn_history = attn_history.index_select(0, rows)
-        prev = next_tokens
 
-        for b in range(batch):
-            if done[b]:
+        # Inputs with K finished hypotheses, or at their length limit, leave the batch.
+        still, best_live = [], scores[:, 0].tolist()
+        for g, b in enumerate(active):
+            if len(finished[b]) >= k and not _live_may_win(
+                finished[b], best_live[g], t, limits[b], alpha, n_best
+            ):
                 continue
-            if len(finished[b]) >= k:
-                done[b] = True
-            elif t + 1 >= limits[b]:  # length limit: return the live beams unfinished
-                for j in range(k):
-                    if scores[b, j] > float("-inf"):
-                        keep(b, b * k + j, float(scores[b, j]), t + 1, False)
-                done[b] = True
-        if all(done):
+            if t + 1 >= limits[b]:  # return the live beams unfinished
+                for j, score in enumerate(scores[g].tolist()):
+                    if score > float("-inf"):
+                        keep(b, g * k + j, score, t + 1, False)
+                continue
+            still.append(g)
+        if not still:
             break
+        if len(still) < n:
+            index = _keep_rows(still, k, device)
+            rows, prev, history = rows[index], prev[index], history[index]
+            attn_history = None if attn_history is None else attn_history[index]
+            scores = scores[still]
+            active = [active[g] for g in still]
+        state = decoder.reorder(state, rows)
 
-    results = []
-    for b in range(batch):
-        ranked = sorted(finished[b], key=lambda h: h[0], reverse=True)[:n_best]
-        results.append(
-            [
-                Hypothesis(tokens, score, attention, eos_)
-                for score, tokens, attention, eos_ in ranked
-            ]
-        )
-    return results
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]

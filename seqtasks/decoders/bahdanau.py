@@ -68,21 +68,20 @@ class BahdanauDecoder(RNNDecoder):
             hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
         )
 
-    def init_state(self, memory: Memory) -> RNNState:
+    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(
-            hidden=self.initial_hidden(memory.summary),
+            hidden=self.initial_hidden(memory.summary, beam_size),
             keys=self.attention.project_keys(memory.states),
             values=memory.states,
             mask=memory.mask,
         )
 
     def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor, Tensor]:
-        """(B, E) embedded y_{i−1} -> new state, s_i (B, H), c_i (B, D), α_i (B, S)."""
-        query = top_layer(state.hidden)[:, None, :]  # (B, 1, H) s_{i−1}
-        context, weights = self.attention(query, state.keys, state.values, state.mask)
-        rnn_input = torch.cat([embedded[:, None, :], context], dim=-1)  # (B, 1, E + D)
-        output, hidden = self.rnn(rnn_input, state.hidden)  # (B, 1, H)
-        return replace(state, hidden=hidden), output[:, 0], context[:, 0], weights[:, 0]
+        """(R, E) embedded y_{i−1} -> new state, s_i (R, H), c_i (R, D), α_i (R, S)."""
+        context, weights = self.attend(top_layer(state.hidden), state)  # query s_{i−1}
+        rnn_input = torch.cat([embedded, context], dim=-1)[:, None, :]  # (R, 1, E + D)
+        output, hidden = self.rnn(rnn_input, state.hidden)  # (R, 1, H)
+        return replace(state, hidden=hidden), output[:, 0], context, weights
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)

@@ -30,8 +30,9 @@ class Decoder(nn.Module):
     are all that greedy, beam and sampling search need, so every decoder works with every search.
     Decoding step by step must give the same logits as `forward` (a tested invariant).
 
-    Contract for `reorder`: the index only moves hypotheses between rows that decode the same
-    input (beams of one sentence), so per-input tensors derived from the memory need not move.
+    During search the state holds R = B·K rows: K hypotheses per input, adjacent (rows
+    b·K … b·K+K−1 belong to input b). What is derived from the memory once per input (attention
+    keys, annotations, mask) is kept once per input, not once per row, and never copied per step.
     """
 
     vocab_size: int
@@ -40,8 +41,8 @@ class Decoder(nn.Module):
         """(B, T) target inputs (BOS y_1 … y_{T−1}) -> logits for y_1 … y_T."""
         raise NotImplementedError
 
-    def init_state(self, memory: Memory) -> Any:  # pragma: no cover
-        """The decoder state before the first step, for each row of `memory`."""
+    def init_state(self, memory: Memory, beam_size: int = 1) -> Any:  # pragma: no cover
+        """The state before the first step: `beam_size` identical hypotheses per input."""
         raise NotImplementedError
 
     def step(
@@ -51,5 +52,7 @@ class Decoder(nn.Module):
         raise NotImplementedError
 
     def reorder(self, state: Any, index: Tensor) -> Any:  # pragma: no cover
-        """The state with its hypotheses permuted: row r takes old row index[r]."""
+        """Row r of the new state takes old row index[r]. Rows stay grouped K per input, and
+        `index` either permutes rows within each input's group or also drops whole groups (the
+        inputs search has finished with), which must then drop their per-input tensors too."""
         raise NotImplementedError

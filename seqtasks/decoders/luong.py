@@ -69,9 +69,9 @@ class LuongDecoder(RNNDecoder):
         self.combine = nn.Linear(memory_dim + hidden_size, hidden_size, bias=False)  # W_c
         self.out = nn.Linear(hidden_size, vocab_size)  # W_s
 
-    def init_state(self, memory: Memory) -> RNNState:
-        hidden = self.initial_hidden(memory.summary)
-        feed = memory.states.new_zeros(memory.states.size(0), self.out.in_features)
+    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+        hidden = self.initial_hidden(memory.summary, beam_size)
+        feed = memory.states.new_zeros(memory.states.size(0) * beam_size, self.out.in_features)
         return RNNState(
             hidden=hidden,
             keys=self.attention.project_keys(memory.states),
@@ -80,18 +80,18 @@ class LuongDecoder(RNNDecoder):
             feed=feed if self.input_feeding else None,
         )
 
-    def _attend(self, h: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
-        """(B, T, H) RNN outputs -> h̃ (B, T, H) and α (B, T, S)."""
-        context, weights = self.attention(h, state.keys, state.values, state.mask)
-        return torch.tanh(self.combine(torch.cat([context, h], dim=-1))), weights
+    def _attentional(self, context: Tensor, h: Tensor) -> Tensor:
+        """h̃ = tanh(W_c [c; h]), over any leading dimensions."""
+        return torch.tanh(self.combine(torch.cat([context, h], dim=-1)))
 
     def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor]:
-        """(B, E) embedded y_{i−1} -> new state, h̃_i (B, H), α_i (B, S)."""
+        """(R, E) embedded y_{i−1} -> new state, h̃_i (R, H), α_i (R, S)."""
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        output, hidden = self.rnn(rnn_input[:, None, :], state.hidden)  # (B, 1, H)
-        attentional, weights = self._attend(output, state)
-        feed = attentional[:, 0] if self.input_feeding else None
-        return replace(state, hidden=hidden, feed=feed), attentional[:, 0], weights[:, 0]
+        output, hidden = self.rnn(rnn_input[:, None, :], state.hidden)  # (R, 1, H)
+        context, weights = self.attend(output[:, 0], state)  # query h_i
+        attentional = self._attentional(context, output[:, 0])  # (R, H)
+        feed = attentional if self.input_feeding else None
+        return replace(state, hidden=hidden, feed=feed), attentional, weights
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
@@ -103,7 +103,8 @@ class LuongDecoder(RNNDecoder):
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if not self.input_feeding:
             outputs, _ = self.rnn(embedded, state.hidden)  # (B, T, H)
-            attentional, weights = self._attend(outputs, state)
+            context, weights = self.attention(outputs, state.keys, state.values, state.mask)
+            attentional = self._attentional(context, outputs)  # (B, T, H)
         else:
             attentionals, alphas = [], []
             for i in range(tgt_in.size(1)):

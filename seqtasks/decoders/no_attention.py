@@ -52,8 +52,11 @@ class NoAttentionDecoder(RNNDecoder):
             hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
         )
 
-    def init_state(self, memory: Memory) -> RNNState:
-        return RNNState(hidden=self.initial_hidden(memory.summary), feed=memory.summary)
+    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+        return RNNState(
+            hidden=self.initial_hidden(memory.summary, beam_size),
+            feed=memory.summary.repeat_interleave(beam_size, 0),  # (R, D) the vector c
+        )
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, None]:
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)

@@ -17,15 +17,15 @@ Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
 class RNNState:
     """State of a recurrent decoder during search.
 
-    `hidden` and `feed` belong to each hypothesis and move in `reorder`; `keys`, `values` and
-    `mask` are derived from the memory once per source and never move.
+    `hidden` and `feed` have a row per hypothesis (R = B·K) and move in `reorder`; `keys`,
+    `values` and `mask` have a row per input (B) and move only when inputs are dropped.
     """
 
-    hidden: Hidden
+    hidden: Hidden  # (layers, R, H), or (h, c) for an LSTM
     keys: Tensor | None = None  # (B, S, D_k) attention keys, precomputed
     values: Tensor | None = None  # (B, S, D) annotations
     mask: Tensor | None = None  # (B, S)
-    feed: Tensor | None = None  # (B, D_f) extra input carried to the next step (Luong, plain c)
+    feed: Tensor | None = None  # (R, D_f) extra input carried to the next step (Luong, plain c)
 
 
 def top_layer(hidden: Hidden) -> Tensor:
@@ -34,7 +34,7 @@ def top_layer(hidden: Hidden) -> Tensor:
     return h[-1]
 
 
-def reorder_hidden(hidden: Hidden, index: Tensor) -> Hidden:
+def _select_rows(hidden: Hidden, index: Tensor) -> Hidden:
     if isinstance(hidden, tuple):
         return tuple(h.index_select(1, index) for h in hidden)  # type: ignore[return-value]
     return hidden.index_select(1, index)
@@ -95,12 +95,34 @@ class RNNDecoder(Decoder):
             dropout=dropout if num_layers > 1 else 0.0,
         )
 
-    def initial_hidden(self, summary: Tensor) -> Hidden:
-        """(B, D) summary c -> s_0 = tanh(W_s c) for every layer (LSTM cells start at zero)."""
-        h0 = torch.tanh(self.init_hidden(summary))  # (B, layers·H)
-        h0 = h0.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (layers, B, H)
+    def initial_hidden(self, summary: Tensor, beam_size: int = 1) -> Hidden:
+        """(B, D) summary c -> s_0 = tanh(W_s c) for every layer and each of the `beam_size`
+        rows of an input (LSTM cells start at zero)."""
+        h0 = torch.tanh(self.init_hidden(summary)).repeat_interleave(beam_size, 0)  # (R, l·H)
+        h0 = h0.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (l, R, H)
         return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
 
+    def attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
+        """(R, H) queries, K adjacent ones per input -> context (R, D) and weights (R, S).
+
+        The K hypotheses of an input attend together, as K queries against its annotations,
+        so the memory is never repeated per hypothesis.
+        """
+        grouped = query.view(state.keys.size(0), -1, query.size(-1))  # (B, K, H)
+        context, weights = self.attention(grouped, state.keys, state.values, state.mask)
+        return context.flatten(0, 1), weights.flatten(0, 1)  # (R, D), (R, S)
+
     def reorder(self, state: RNNState, index: Tensor) -> RNNState:
+        rows = top_layer(state.hidden).size(0)
         feed = None if state.feed is None else state.feed.index_select(0, index)
-        return replace(state, hidden=reorder_hidden(state.hidden, index), feed=feed)
+        state = replace(state, hidden=_select_rows(state.hidden, index), feed=feed)
+        if state.keys is not None and index.numel() != rows:  # whole inputs were dropped
+            group = rows // state.keys.size(0)
+            inputs = index[::group] // group
+            state = replace(
+                state,
+                keys=state.keys.index_select(0, inputs),
+                values=state.values.index_select(0, inputs),
+                mask=state.mask.index_select(0, inputs),
+            )
+        return state

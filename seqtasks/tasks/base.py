@@ -76,9 +76,8 @@ class EncoderDecoderTask(L.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         output = self(batch.src, batch.src_mask, batch.tgt_in)
-        loss, tokens = self.token_loss(output.logits, batch.tgt_out)
+        loss, _ = self.token_loss(output.logits, batch.tgt_out)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
-        self.log("train/tokens", tokens.float(), reduce_fx="sum", batch_size=len(batch))
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"non-finite training loss {loss.item()} at step {self.global_step}, "
@@ -104,6 +103,7 @@ class EncoderDecoderTask(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": config}
 
     # ---- decoding -------------------------------------------------------------------------
+    @torch.no_grad()
     def decode(
         self,
         src: Tensor,

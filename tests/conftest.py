@@ -1,0 +1,119 @@
+"""Shared fixtures. Tests run on one thread: CI machines are small and may be shared."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _require(path: Path, what: str) -> Path:
+    """`path` if it exists; otherwise fail in CI (data must be there) and skip elsewhere."""
+    if path.exists():
+        return path
+    message = f"{what} not found at {path}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}: CI must provide the shared data", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared data folder, ../shared/data next to the repository."""
+    return _require(Path(__file__).resolve().parents[2] / "shared" / "data", "shared data")
+
+
+@pytest.fixture(scope="session")
+def multi30k_lines(shared_data: Path) -> dict[str, list[str]]:
+    """The first 400 training lines of Multi30k per language (de, en)."""
+    from seqtasks.data.text import read_lines
+
+    folder = _require(shared_data / "multi30k", "Multi30k")
+    return {lang: read_lines(folder / f"train.{lang}.gz")[:400] for lang in ("de", "en")}
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Multi30k prepared by data_prep/multi30k.py with small (1000-piece) vocabularies."""
+    source = _require(shared_data / "multi30k", "Multi30k")
+    out = tmp_path_factory.mktemp("multi30k")
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "data_prep" / "multi30k.py"),
+            "--source",
+            str(source),
+            "--out",
+            str(out),
+            "--vocab-size",
+            "1000",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("spm.de.model", "spm.en.model", "train.de", "val.en", "test_2016_flickr.de"):
+        assert (out / name).is_file(), f"data_prep/multi30k.py did not write {name}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def child_env() -> dict[str, str]:
+    """The environment for `python -m seqtasks …` subprocesses."""
+    return subprocess_env()
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for child processes: one thread each."""
+    env = dict(os.environ)
+    env.update(
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        OMP_WAIT_POLICY="PASSIVE",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def toy_tokenizers(multi30k_lines):
+    """(German, English) sentencepiece models of 250 pieces, trained on 300 Multi30k lines."""
+    from seqtasks.data.tokenizer import train_sentencepiece
+
+    return tuple(train_sentencepiece(multi30k_lines[lang][:300], 250) for lang in ("de", "en"))
+
+
+def write_toy_corpus(folder: Path, tokenizers, splits: dict[str, tuple[list[str], list[str]]]):
+    """`spm.{de,en}.model` and `{split}.{de,en}` files in `folder`, as TranslationData reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang, tokenizer in zip(("de", "en"), tokenizers):
+        (folder / f"spm.{lang}.model").write_bytes(tokenizer.proto)
+    for split, sides in splits.items():
+        for lang, lines in zip(("de", "en"), sides):
+            (folder / f"{split}.{lang}").write_text(
+                "".join(f"{line}\n" for line in lines), encoding="utf-8"
+            )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def toy_data_dir(multi30k_lines, toy_tokenizers, tmp_path_factory) -> Path:
+    """A small clean De→En corpus: 200 training, 20 validation and 20 test pairs."""
+    de, en = multi30k_lines["de"], multi30k_lines["en"]
+    splits = {
+        "train": (de[:200], en[:200]),
+        "val": (de[300:320], en[300:320]),
+        "test_2016_flickr": (de[320:340], en[320:340]),
+    }
+    return write_toy_corpus(tmp_path_factory.mktemp("toy"), toy_tokenizers, splits)

@@ -1,0 +1,178 @@
+"""apps/translate.py and apps/evaluate.py end to end, in subprocesses, on a tiny dates model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def dates(tmp_path_factory) -> tuple[Path, Path]:
+    """(checkpoint, data folder) of a small dates model trained for 30 steps with the CLI."""
+    root = tmp_path_factory.mktemp("dates")
+    result = run(
+        "-m",
+        "seqtasks",
+        "fit",
+        "--config",
+        "configs/translation/dates.yaml",
+        "--data.init_args.data_dir",
+        str(root / "data"),
+        "--data.init_args.num_train",
+        "600",
+        "--trainer.default_root_dir",
+        str(root / "runs"),
+        "--trainer.max_steps",
+        "30",
+        "--trainer.logger",
+        "false",
+        "--trainer.callbacks",
+        "[]",
+        "--trainer.enable_checkpointing",
+        "true",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoints = sorted((root / "runs").glob("**/*.ckpt"))
+    assert checkpoints, "fit left no checkpoint"
+    return checkpoints[-1], root / "data"
+
+
+def test_translate_keeps_line_count_and_order_with_empty_and_huge_lines(dates):
+    checkpoint, _ = dates
+    lines = ["march 3, 1999", "", "the first of may 2001", " ".join(["nine"] * 1000), "   "]
+    result = run(
+        "apps/translate.py",
+        "--checkpoint",
+        str(checkpoint),
+        "--beam",
+        "3",
+        stdin="\n".join(lines) + "\n",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout.split("\n")[:-1]
+    assert len(out) == len(lines)
+    assert out[1] == "" and out[4] == ""
+    assert out[0] and out[2] and out[3]  # the 1,000-word line is cut, not dropped
+    assert "cut to" in result.stderr
+
+
+def test_translate_nbest_and_output_file(dates, tmp_path):
+    checkpoint, _ = dates
+    source = tmp_path / "in.txt"
+    source.write_text("march 3, 1999\n2 june 1950\n")
+    output = tmp_path / "out.txt"
+    result = run(
+        "apps/translate.py",
+        "--checkpoint",
+        str(checkpoint),
+        "--input",
+        str(source),
+        "--output",
+        str(output),
+        "--beam",
+        "4",
+        "--n-best",
+        "3",
+        "--attention-plots",
+        str(tmp_path / "plots"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = output.read_text().splitlines()
+    assert [row.split(" ||| ")[0] for row in rows] == ["0"] * 3 + ["1"] * 3
+    scores = [float(row.split(" ||| ")[2]) for row in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "line00001.png",
+        "line00002.png",
+    ]
+
+
+def test_evaluate_json_and_length_table(dates, tmp_path):
+    checkpoint, data = dates
+    result = run(
+        "apps/evaluate.py",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--src",
+        str(data / "test.text"),
+        "--ref",
+        str(data / "test.iso"),
+        "--beam",
+        "2",
+        "--buckets",
+        "3",
+        "--json",
+        "--length-plot",
+        str(tmp_path / "length.png"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["sentences"] == 1000
+    assert "nrefs:1|case:mixed" in report["signature"]
+    assert 0.0 <= report["bleu"] <= 100.0 and 0.0 <= report["chrf"] <= 100.0
+    assert [(b["low"], b["high"]) for b in report["by_length"]] == [(1, 3), (4, None)]
+    assert sum(b["sentences"] for b in report["by_length"]) == 1000
+    assert (tmp_path / "length.png").stat().st_size > 0
+
+
+def test_evaluate_rejects_misaligned_files_naming_both_counts(dates, tmp_path):
+    checkpoint, data = dates
+    ref = tmp_path / "short.iso"
+    ref.write_text("2000-01-01\n")
+    result = run(
+        "apps/evaluate.py",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--src",
+        str(data / "test.text"),
+        "--ref",
+        str(ref),
+    )
+    assert result.returncode == 2
+    assert "has 1000 lines" in result.stderr and "short.iso has 1\n" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["garbage", "missing", "other_task", "not_seqtasks"])
+def test_bad_checkpoints_get_a_clear_message(dates, tmp_path, kind):
+    path = tmp_path / "model.ckpt"
+    if kind == "garbage":
+        path.write_bytes(b"\x00not a checkpoint")
+    elif kind == "other_task":
+        checkpoint = torch.load(dates[0], map_location="cpu", weights_only=False)
+        checkpoint["seqtasks"]["task"] = "parsing"
+        torch.save(checkpoint, path)
+    elif kind == "not_seqtasks":
+        torch.save({"state_dict": {}}, path)
+    expected = {
+        "garbage": "not a readable PyTorch checkpoint",
+        "missing": "no such checkpoint",
+        "other_task": "is a parsing checkpoint, not a translation one",
+        "not_seqtasks": "was not written by seqtasks",
+    }[kind]
+    result = run("apps/translate.py", "--checkpoint", str(path), stdin="march 3, 1999\n")
+    assert result.returncode == 2
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr

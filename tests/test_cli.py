@@ -1,0 +1,152 @@
+"""The `seqtasks` command in subprocesses: every shipped config runs, fit/test end to end."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from seqtasks.data import DatesData, TranslationData
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("**/*.yaml"))
+SMALL_BATCHES = ["--data.init_args.max_tokens", "512"]  # the configs' models, smaller batches
+
+pytestmark = pytest.mark.slow
+
+
+def seqtasks(args: list[str], env: dict[str, str], cwd: Path, timeout: int = 240):
+    return subprocess.run(
+        [sys.executable, "-m", "seqtasks", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def data_class(config: Path) -> type:
+    class_path = yaml.safe_load(config.read_text())["data"]["class_path"]
+    module, _, name = class_path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def data_overrides(config: Path, multi30k_dir: Path, tmp_path: Path) -> list[str]:
+    """Command-line overrides that point a config's data module at test data."""
+    cls = data_class(config)
+    if issubclass(cls, DatesData):  # generates its own corpus into data_dir
+        return [
+            "--data.init_args.data_dir",
+            str(tmp_path / "dates"),
+            "--data.init_args.num_train",
+            "1000",
+            *SMALL_BATCHES,
+        ]
+    if issubclass(cls, TranslationData):
+        return ["--data.init_args.data_dir", str(multi30k_dir), *SMALL_BATCHES]
+    pytest.fail(f"{config}: test_cli.py does not know how to give data to {cls.__name__}")
+
+
+def test_configs_are_found():
+    names = {c.relative_to(REPO / "configs").as_posix() for c in CONFIGS}
+    assert {
+        "translation/rnn_bahdanau.yaml",
+        "translation/rnn_luong.yaml",
+        "translation/rnn_plain.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize(
+    "config", CONFIGS, ids=lambda c: c.relative_to(REPO / "configs").as_posix()
+)
+def test_config_fast_dev_run(config, multi30k_dir, tmp_path, child_env):
+    args = [
+        "fit",
+        "--config",
+        str(config),
+        "--trainer.fast_dev_run",
+        "1",
+        "--trainer.default_root_dir",
+        str(tmp_path / "run"),
+        *data_overrides(config, multi30k_dir, tmp_path),
+    ]
+    result = seqtasks(args, child_env, tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_fit_then_test_end_to_end(multi30k_dir, tmp_path, child_env):
+    config = REPO / "configs" / "translation" / "rnn_bahdanau.yaml"
+    root = tmp_path / "run"
+    common = ["--config", str(config), *data_overrides(config, multi30k_dir, tmp_path)]
+    fit = seqtasks(
+        [
+            "fit",
+            *common,
+            "--trainer.max_steps",
+            "3",
+            "--trainer.limit_val_batches",
+            "2",
+            "--trainer.default_root_dir",
+            str(root),
+        ],
+        child_env,
+        tmp_path,
+    )
+    assert fit.returncode == 0, fit.stderr[-4000:]
+
+    last = list(root.glob("**/checkpoints/last.ckpt"))
+    assert len(last) == 1, f"no single last.ckpt under {root}: {list(root.rglob('*'))}"
+    best = list(root.glob("**/checkpoints/epoch*.ckpt"))
+    assert len(best) == 1, f"no best checkpoint beside {last[0]}"
+    assert list(root.glob("**/config.yaml")), "the CLI saves the resolved config"
+
+    # The checkpoint is all an app needs: it loads (weights-only) and carries its tokenisers.
+    from seqtasks.tasks import TranslationTask
+
+    model = TranslationTask.load_from_checkpoint(last[0], map_location="cpu")
+    assert model.src_tokenizer is not None and model.src_tokenizer.vocab_size == 1000
+    assert torch.load(last[0], map_location="cpu", weights_only=False)["global_step"] == 3
+    (translation,) = model.translate(["Ein Hund läuft."], beam_size=2, max_length=20)
+    assert isinstance(translation[0].text, str)
+
+    test = seqtasks(
+        [
+            "test",
+            *common,
+            "--ckpt_path",
+            str(last[0]),
+            "--trainer.limit_test_batches",
+            "1",
+            "--trainer.default_root_dir",
+            str(tmp_path / "test"),
+        ],
+        child_env,
+        tmp_path,
+    )
+    assert test.returncode == 0, test.stderr[-4000:]
+    assert "test/bleu" in test.stdout + test.stderr
+
+
+def test_unknown_key_is_an_error(multi30k_dir, tmp_path, child_env):
+    config = REPO / "configs" / "translation" / "rnn_bahdanau.yaml"
+    result = seqtasks(
+        [
+            "fit",
+            "--config",
+            str(config),
+            "--model.init_args.bogus",
+            "1",
+            *data_overrides(config, multi30k_dir, tmp_path),
+        ],
+        child_env,
+        tmp_path,
+    )
+    assert result.returncode != 0
+    assert "bogus" in result.stderr
+    assert not (tmp_path / "lightning_logs").exists()

@@ -1,0 +1,287 @@
+"""Decoders: teacher forcing equals step-by-step decoding, padding is ignored, encoders pack."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from seqtasks.attention import (
+    AdditiveAttention,
+    DotAttention,
+    GeneralAttention,
+    ScaledDotAttention,
+)
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
+from seqtasks.encoders import RNNEncoder
+from seqtasks.memory import Memory, lengths_to_mask
+from seqtasks.search import greedy
+
+VOCAB, MEM, HID, B, S, T = 13, 16, 16, 3, 7, 6
+LENGTHS = torch.tensor([7, 4, 2])
+
+DECODERS = {}
+for _attention in (AdditiveAttention, GeneralAttention, DotAttention, ScaledDotAttention):
+    for _cell in ("gru", "lstm"):
+        for _layers in (1, 2):
+            DECODERS[f"bahdanau-{_attention.__name__}-{_cell}-{_layers}"] = functools.partial(
+                BahdanauDecoder,
+                embed_dim=8,
+                hidden_size=HID,
+                readout_dim=8,
+                attention=_attention,
+                cell=_cell,
+                num_layers=_layers,
+                dropout=0.3,
+            )
+for _feed in (True, False):
+    for _cell in ("gru", "lstm"):
+        DECODERS[f"luong-feed{_feed}-{_cell}"] = functools.partial(
+            LuongDecoder,
+            embed_dim=8,
+            hidden_size=HID,
+            cell=_cell,
+            input_feeding=_feed,
+            dropout=0.3,
+        )
+DECODERS["luong-dot-2layers"] = functools.partial(
+    LuongDecoder, embed_dim=8, hidden_size=HID, attention=DotAttention, num_layers=2
+)
+for _cell in ("gru", "lstm"):
+    for _layers in (1, 2):
+        DECODERS[f"plain-{_cell}-{_layers}"] = functools.partial(
+            NoAttentionDecoder,
+            embed_dim=8,
+            hidden_size=HID,
+            readout_dim=8,
+            cell=_cell,
+            num_layers=_layers,
+            dropout=0.3,
+        )
+
+ATTENTIVE = [name for name in DECODERS if not name.startswith("plain")]
+
+
+def random_memory(seed: int = 0, lengths: torch.Tensor = LENGTHS) -> Memory:
+    g = torch.Generator().manual_seed(seed)
+    mask = lengths_to_mask(lengths, S)
+    states = torch.randn(len(lengths), S, MEM, generator=g) * mask[:, :, None]
+    return Memory(states=states, mask=mask, summary=torch.randn(len(lengths), MEM, generator=g))
+
+
+def make_decoder(name: str):
+    torch.manual_seed(0)
+    return DECODERS[name](VOCAB, MEM).eval()
+
+
+def target_inputs(seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    tgt = torch.randint(4, VOCAB, (B, T), generator=g)
+    tgt[:, 0] = 2  # BOS
+    return tgt
+
+
+def run_steps(decoder, memory: Memory, tgt_in: torch.Tensor):
+    state = decoder.init_state(memory)
+    logits, weights = [], []
+    for i in range(tgt_in.size(1)):
+        step_logits, state, alpha = decoder.step(tgt_in[:, i], state)
+        logits.append(step_logits)
+        weights.append(alpha)
+    stacked = None if weights[0] is None else torch.stack(weights, 1)
+    return torch.stack(logits, 1), stacked
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_teacher_forcing_equals_stepwise_decoding(name):
+    decoder = make_decoder(name)
+    memory, tgt_in = random_memory(), target_inputs()
+    with torch.no_grad():
+        output = decoder(memory, tgt_in)
+        logits, weights = run_steps(decoder, memory, tgt_in)
+    assert output.logits.shape == (B, T, VOCAB)
+    torch.testing.assert_close(output.logits, logits, atol=1e-5, rtol=1e-5)
+    if name.startswith("plain"):
+        assert output.attention is None and weights is None
+    else:
+        assert output.attention.shape == (B, T, S)
+        torch.testing.assert_close(output.attention, weights, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ATTENTIVE)
+def test_padding_in_memory_is_ignored(name):
+    decoder = make_decoder(name)
+    memory, tgt_in = random_memory(), target_inputs()
+    noisy = Memory(
+        states=memory.states + 100.0 * (~memory.mask[:, :, None]).float(),
+        mask=memory.mask,
+        summary=memory.summary,
+    )
+    with torch.no_grad():
+        clean_out, noisy_out = decoder(memory, tgt_in), decoder(noisy, tgt_in)
+        noisy_steps, _ = run_steps(decoder, noisy, tgt_in)
+    torch.testing.assert_close(noisy_out.logits, clean_out.logits)
+    torch.testing.assert_close(noisy_steps, clean_out.logits, atol=1e-5, rtol=1e-5)
+    padded = ~memory.mask[:, None, :].expand(B, T, S)
+    assert torch.all(clean_out.attention[padded] == 0)
+    torch.testing.assert_close(clean_out.attention.sum(-1), torch.ones(B, T))
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_rows_are_independent(name):
+    """A row decodes the same alone as inside a batch (no leakage across the batch)."""
+    decoder = make_decoder(name)
+    memory, tgt_in = random_memory(), target_inputs()
+    with torch.no_grad():
+        batched = decoder(memory, tgt_in).logits
+        alone = decoder(memory.index_select(torch.tensor([1])), tgt_in[1:2]).logits
+    torch.testing.assert_close(alone[0], batched[1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_beam_rows_decode_like_repeated_inputs(name):
+    """init_state(memory, K) holds K identical hypotheses per input, rows b·K … b·K+K−1."""
+    decoder = make_decoder(name)
+    memory, k = random_memory(), 2
+    tokens = torch.tensor([[4, 5, 6, 7, 8, 9], [9, 9, 8, 8, 7, 7]])  # (steps, B·K)
+    with torch.no_grad():
+        beams = decoder.init_state(memory, beam_size=k)
+        rows = torch.arange(memory.states.size(0)).repeat_interleave(k)  # 0, 0, 1, 1, …
+        repeated = decoder.init_state(memory.index_select(rows))
+        for step in tokens:
+            logits_a, beams, alpha_a = decoder.step(step, beams)
+            logits_b, repeated, alpha_b = decoder.step(step, repeated)
+            torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
+            if alpha_a is not None:
+                torch.testing.assert_close(alpha_a, alpha_b, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_reorder_moves_hypotheses(name):
+    """Decoding after `reorder` equals decoding the permuted hypotheses from the start."""
+    decoder = make_decoder(name)
+    memory = random_memory().index_select(torch.tensor([0, 1]))
+    first = torch.tensor([4, 5, 6, 7])
+    swap = torch.tensor([1, 0, 3, 2])  # swap the two beams of each input
+    second = torch.tensor([8, 8, 9, 9])
+    with torch.no_grad():
+        _, state, _ = decoder.step(first, decoder.init_state(memory, beam_size=2))
+        logits_a, _, _ = decoder.step(second, decoder.reorder(state, swap))
+        _, state_b, _ = decoder.step(first[swap], decoder.init_state(memory, beam_size=2))
+        logits_b, _, _ = decoder.step(second, state_b)
+        unswapped, _, _ = decoder.step(second, state)
+    torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(logits_a, unswapped), "reorder changed nothing"
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_reorder_can_drop_finished_inputs(name):
+    """Dropping whole inputs (and permuting within the kept ones) leaves the others intact."""
+    decoder = make_decoder(name)
+    memory, k = random_memory(), 2  # 3 inputs, 6 rows
+    first = torch.tensor([4, 5, 6, 7, 8, 9])
+    keep = torch.tensor([1, 0, 4, 5])  # input 0 with its beams swapped, and input 2
+    second = torch.tensor([10, 11, 12, 4])
+    with torch.no_grad():
+        _, state, _ = decoder.step(first, decoder.init_state(memory, beam_size=k))
+        kept, _, kept_alpha = decoder.step(second, decoder.reorder(state, keep))
+        # The same hypotheses decoded from the start without input 1.
+        fresh = decoder.init_state(memory.index_select(torch.tensor([0, 2])), beam_size=k)
+        _, fresh, _ = decoder.step(first[keep], fresh)
+        expected, _, expected_alpha = decoder.step(second, fresh)
+    torch.testing.assert_close(kept, expected, atol=1e-5, rtol=1e-5)
+    if kept_alpha is not None:
+        assert kept_alpha.shape == (4, S)
+        torch.testing.assert_close(kept_alpha, expected_alpha, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["bahdanau-AdditiveAttention-gru-1", "luong-feedTrue-lstm"])
+def test_dropout_active_in_training_only(name):
+    decoder = make_decoder(name)
+    memory, tgt_in = random_memory(), target_inputs()
+    with torch.no_grad():
+        eval_a, eval_b = decoder(memory, tgt_in).logits, decoder(memory, tgt_in).logits
+        decoder.train()
+        train_out = decoder(memory, tgt_in).logits
+    torch.testing.assert_close(eval_a, eval_b)
+    assert not torch.allclose(train_out, eval_a)
+
+
+# ---- encoders -------------------------------------------------------------------------------
+
+ENCODER_CELLS = ["gru", "lstm"]
+
+
+def make_encoder(cell: str, num_layers: int = 1) -> RNNEncoder:
+    torch.manual_seed(0)
+    return RNNEncoder(
+        VOCAB, embed_dim=8, hidden_size=8, num_layers=num_layers, cell=cell, dropout=0.2
+    ).eval()
+
+
+def padded_sources(seed: int = 2):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, VOCAB, (B, S), generator=g)
+    mask = lengths_to_mask(LENGTHS, S)
+    return src.masked_fill(~mask, 0), mask
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("cell", ENCODER_CELLS)
+def test_encoder_packing_ignores_padding(cell, num_layers):
+    encoder = make_encoder(cell, num_layers)
+    src, mask = padded_sources()
+    with torch.no_grad():
+        memory = encoder(src, mask)
+        assert memory.states.shape == (B, S, encoder.out_dim)
+        assert memory.summary.shape == (B, encoder.out_dim)
+        for b, length in enumerate(LENGTHS.tolist()):
+            alone = encoder(src[b : b + 1, :length], mask[b : b + 1, :length])
+            torch.testing.assert_close(memory.states[b, :length], alone.states[0])
+            torch.testing.assert_close(memory.summary[b], alone.summary[0])
+            assert torch.all(memory.states[b, length:] == 0)
+    # The summary joins the forward direction's last real state and the backward's first.
+    half = encoder.out_dim // 2
+    b, length = 1, int(LENGTHS[1])
+    torch.testing.assert_close(memory.summary[b, :half], memory.states[b, length - 1, :half])
+    torch.testing.assert_close(memory.summary[b, half:], memory.states[b, 0, half:])
+
+
+def decoder_factories():
+    return {
+        "bahdanau": functools.partial(BahdanauDecoder, embed_dim=8, hidden_size=12, readout_dim=8),
+        "bahdanau-general-lstm": functools.partial(
+            BahdanauDecoder,
+            embed_dim=8,
+            hidden_size=12,
+            readout_dim=8,
+            attention=GeneralAttention,
+            cell="lstm",
+        ),
+        "luong": functools.partial(LuongDecoder, embed_dim=8, hidden_size=12),
+        "luong-dot": functools.partial(
+            LuongDecoder, embed_dim=8, hidden_size=16, attention=DotAttention
+        ),
+        "plain": functools.partial(NoAttentionDecoder, embed_dim=8, hidden_size=12, readout_dim=8),
+    }
+
+
+@pytest.mark.parametrize("decoder_name", list(decoder_factories()))
+@pytest.mark.parametrize("cell", ENCODER_CELLS)
+def test_encoder_decoder_matrix(cell, decoder_name):
+    encoder = make_encoder(cell)
+    decoder = decoder_factories()[decoder_name](VOCAB, encoder.out_dim)
+    encoder.train()
+    src, mask = padded_sources()
+    tgt_in = target_inputs()
+    output = decoder(encoder(src, mask), tgt_in)
+    assert output.logits.shape == (B, T, VOCAB)
+    loss = torch.nn.functional.cross_entropy(output.logits.flatten(0, 1), tgt_in.flatten())
+    loss.backward()
+    grads = [p.grad for p in [*encoder.parameters(), *decoder.parameters()]]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert encoder.embedding.weight.grad.abs().sum() > 0, "no gradient reached the encoder"
+    encoder.eval(), decoder.eval()
+    results = greedy(decoder, encoder(src, mask), bos=2, eos=3, max_length=5)
+    assert len(results) == B and all(len(r) == 1 and len(r[0].tokens) <= 5 for r in results)

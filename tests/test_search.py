@@ -1,0 +1,370 @@
+"""Greedy, sampling and beam search over a small random model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder
+from seqtasks.decoders.base import Decoder, DecoderOutput
+from seqtasks.encoders import RNNEncoder
+from seqtasks.memory import Memory, lengths_to_mask
+from seqtasks.search import beam_search, greedy, length_penalty, max_lengths, sample
+
+VOCAB, BOS, EOS = 12, 2, 3
+LENGTHS = [6, 3, 5, 1]
+
+
+class EOSBias(Decoder):
+    """Wraps a decoder and adds `bias` to the EOS logit after every token that is a multiple
+    of `every` (every=1: always). bias=-inf with every=1 gives a model that never ends."""
+
+    def __init__(self, inner: Decoder, bias: float, every: int = 1):
+        super().__init__()
+        self.inner, self.bias, self.every, self.vocab_size = inner, bias, every, inner.vocab_size
+
+    def _adjust(self, logits: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        logits = logits.clone()
+        eos = logits[..., EOS]
+        logits[..., EOS] = torch.where(prev % self.every == 0, eos + self.bias, eos)
+        return logits
+
+    def forward(self, memory: Memory, tgt_in: torch.Tensor) -> DecoderOutput:
+        output = self.inner(memory, tgt_in)
+        return DecoderOutput(self._adjust(output.logits, tgt_in), output.attention)
+
+    def init_state(self, memory: Memory, beam_size: int = 1):
+        return self.inner.init_state(memory, beam_size)
+
+    def step(self, prev_tokens, state):
+        logits, state, weights = self.inner.step(prev_tokens, state)
+        return self._adjust(logits, prev_tokens), state, weights
+
+    def reorder(self, state, index):
+        return self.inner.reorder(state, index)
+
+
+def make_model(eos_bias: float = 0.0, decoder_cls=BahdanauDecoder, seed: int = 1, every: int = 1):
+    """A random encoder and decoder. With the defaults and (2.0, every=3) beam search returns a
+    mix of finished hypotheses of several lengths and unfinished ones."""
+    torch.manual_seed(seed)
+    encoder = RNNEncoder(VOCAB, embed_dim=8, hidden_size=8, dropout=0.0).eval()
+    decoder = decoder_cls(VOCAB, encoder.out_dim, embed_dim=8, hidden_size=16, dropout=0.0)
+    return encoder, EOSBias(decoder.eval(), eos_bias, every).eval()
+
+
+NEVER_ENDS = {"eos_bias": float("-inf")}
+MIXED = {"eos_bias": 2.0, "every": 3}
+CASES = {
+    "plain": {"eos_bias": 0.0},
+    "short": {"eos_bias": 1.0},
+    "mixed": MIXED,
+    "mixed-seed0": {**MIXED, "seed": 0},
+    "mixed-luong": {**MIXED, "decoder_cls": LuongDecoder},
+    "never-ends": NEVER_ENDS,
+}
+
+
+def sources(seed: int = 3, lengths: list[int] = LENGTHS):
+    g = torch.Generator().manual_seed(seed)
+    mask = lengths_to_mask(torch.tensor(lengths))
+    src = torch.randint(4, VOCAB, mask.shape, generator=g).masked_fill(~mask, 0)
+    src[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = EOS
+    return src, mask
+
+
+def encode(encoder, src=None, mask=None) -> Memory:
+    if src is None:
+        src, mask = sources()
+    with torch.no_grad():
+        return encoder(src, mask)
+
+
+def rescore(decoder, memory: Memory, row: int, tokens: list[int], finished: bool):
+    """Teacher-forced log-probability and attention of `tokens` (+ EOS if finished)."""
+    target = tokens + ([EOS] if finished else [])
+    tgt_in = torch.tensor([[BOS] + target[:-1]])
+    with torch.no_grad():
+        output = decoder(memory.index_select(torch.tensor([row])), tgt_in)
+    log_probs = output.logits[0].log_softmax(-1)
+    score = float(log_probs[torch.arange(len(target)), torch.tensor(target)].sum())
+    attention = None if output.attention is None else output.attention[0]
+    return score, attention
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_beam_one_equals_greedy(case):
+    encoder, decoder = make_model(**CASES[case])
+    memory = encode(encoder)
+    greedy_out = greedy(decoder, memory, BOS, EOS, max_length=8)
+    beam_out = beam_search(decoder, memory, BOS, EOS, max_length=8, beam_size=1, alpha=0.0)
+    for g, b in zip(greedy_out, beam_out, strict=True):
+        assert len(g) == len(b) == 1
+        assert b[0].tokens == g[0].tokens
+        assert b[0].finished == g[0].finished
+        assert b[0].score == pytest.approx(g[0].score, abs=1e-4)
+
+
+def test_greedy_scores_are_log_probabilities():
+    encoder, decoder = make_model(**CASES["mixed-luong"])
+    memory = encode(encoder)
+    results = greedy(decoder, memory, BOS, EOS, max_length=8)
+    assert {r[0].finished for r in results} == {True, False}, "test both kinds"
+    for row, (hyp,) in enumerate(results):
+        expected, _ = rescore(decoder, memory, row, hyp.tokens, hyp.finished)
+        assert hyp.score == pytest.approx(expected, abs=1e-4)
+        assert hyp.score <= 0.0
+        assert EOS not in hyp.tokens and BOS not in hyp.tokens
+
+
+@pytest.mark.parametrize("case", ["plain", "mixed", "mixed-luong"])
+def test_n_best_sorted_distinct_and_rescorable(case):
+    encoder, decoder = make_model(**CASES[case])
+    memory = encode(encoder)
+    alpha = 0.6
+    results = beam_search(
+        decoder,
+        memory,
+        BOS,
+        EOS,
+        max_length=7,
+        beam_size=4,
+        alpha=alpha,
+        n_best=4,
+        return_attention=True,
+    )
+    assert len(results) == len(LENGTHS)
+    for row, nbest in enumerate(results):
+        assert len(nbest) == 4
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in nbest}) == 4, "n-best hypotheses must differ"
+        for hyp in nbest:
+            assert len(hyp.tokens) <= 7
+            assert EOS not in hyp.tokens
+            # The score is the model's log-probability over the length penalty, and the
+            # attention is the one behind each of the hypothesis' own tokens.
+            log_prob, attention = rescore(decoder, memory, row, hyp.tokens, hyp.finished)
+            length = len(hyp.tokens) + int(hyp.finished)
+            assert hyp.score == pytest.approx(log_prob / length_penalty(length, alpha), abs=1e-4)
+            valid = LENGTHS[row]
+            assert hyp.attention.shape == (len(hyp.tokens), valid)
+            torch.testing.assert_close(
+                hyp.attention, attention[: len(hyp.tokens), :valid], atol=1e-5, rtol=1e-5
+            )
+
+
+@pytest.mark.parametrize("case", ["mixed-seed0", "mixed-luong"])
+def test_beam_finds_at_least_as_good_as_greedy(case):
+    encoder, decoder = make_model(**CASES[case])
+    memory = encode(encoder)
+    greedy_out = greedy(decoder, memory, BOS, EOS, max_length=8)
+    beam_out = beam_search(decoder, memory, BOS, EOS, max_length=8, beam_size=4, alpha=0.0)
+    for g, b in zip(greedy_out, beam_out, strict=True):
+        if g[0].finished and b[0].finished:
+            assert b[0].score >= g[0].score - 1e-5
+
+
+def test_n_best_cannot_exceed_beam():
+    encoder, decoder = make_model()
+    with pytest.raises(ValueError, match="n_best"):
+        beam_search(decoder, encode(encoder), BOS, EOS, 5, beam_size=2, n_best=3)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam", "sample"])
+def test_model_that_never_ends_is_cut_at_max_length(search):
+    encoder, decoder = make_model(**NEVER_ENDS)
+    memory = encode(encoder)
+    limit = 6
+    if search == "greedy":
+        results = greedy(decoder, memory, BOS, EOS, limit)
+    elif search == "beam":
+        results = beam_search(decoder, memory, BOS, EOS, limit, beam_size=3, n_best=2)
+    else:
+        results = sample(
+            decoder, memory, BOS, EOS, limit, generator=torch.Generator().manual_seed(0)
+        )
+    assert len(results) == len(LENGTHS)
+    for nbest in results:
+        assert len(nbest) >= 1
+        for hyp in nbest:
+            assert hyp.finished is False
+            assert len(hyp.tokens) == limit
+            assert math.isfinite(hyp.score)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_per_row_max_length(search):
+    encoder, decoder = make_model(**NEVER_ENDS)
+    memory = encode(encoder)
+    limits = torch.tensor([2, 5, 1, 3])
+    if search == "greedy":
+        results = greedy(decoder, memory, BOS, EOS, limits)
+    else:
+        results = beam_search(decoder, memory, BOS, EOS, limits, beam_size=3)
+    assert [len(r[0].tokens) for r in results] == limits.tolist()
+    # And a model that can end never exceeds its row's limit.
+    encoder, decoder = make_model(**MIXED)
+    memory = encode(encoder)
+    results = beam_search(decoder, memory, BOS, EOS, limits, beam_size=3, n_best=3)
+    for nbest, limit in zip(results, limits.tolist(), strict=True):
+        assert all(len(h.tokens) <= limit for h in nbest)
+
+
+def test_max_lengths_from_source_lengths():
+    encoder, _ = make_model()
+    memory = encode(encoder)
+    assert max_lengths(memory, 1.5, 2).tolist() == [int(n * 1.5) + 2 for n in LENGTHS]
+
+
+@pytest.mark.parametrize("case", ["plain", "mixed", "mixed-seed0", "mixed-luong"])
+def test_batched_beam_equals_one_sentence_at_a_time(case):
+    encoder, decoder = make_model(**CASES[case])
+    src, mask = sources()
+    memory = encode(encoder, src, mask)
+    limits = max_lengths(memory, 1.0, 3)
+    batched = beam_search(decoder, memory, BOS, EOS, limits, beam_size=3, n_best=3, alpha=1.0)
+    for row, length in enumerate(LENGTHS):
+        alone_memory = encode(encoder, src[row : row + 1, :length], mask[row : row + 1, :length])
+        alone = beam_search(
+            decoder, alone_memory, BOS, EOS, limits[row : row + 1], beam_size=3, n_best=3, alpha=1.0
+        )[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[row]]
+        assert [h.finished for h in alone] == [h.finished for h in batched[row]]
+        for a, b in zip(alone, batched[row], strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-4)
+
+
+@pytest.mark.parametrize("case", ["mixed-seed0", "mixed-luong"])
+def test_batched_greedy_equals_one_sentence_at_a_time(case):
+    encoder, decoder = make_model(**CASES[case])
+    src, mask = sources()
+    batched = greedy(decoder, encode(encoder, src, mask), BOS, EOS, 8)
+    for row, length in enumerate(LENGTHS):
+        alone = greedy(
+            decoder,
+            encode(encoder, src[row : row + 1, :length], mask[row : row + 1, :length]),
+            BOS,
+            EOS,
+            8,
+        )
+        assert alone[0][0].tokens == batched[row][0].tokens
+        assert alone[0][0].score == pytest.approx(batched[row][0].score, abs=1e-4)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam", "sample"])
+def test_return_attention(search):
+    encoder, decoder = make_model(**NEVER_ENDS)
+    memory = encode(encoder)
+    if search == "greedy":
+        results = greedy(decoder, memory, BOS, EOS, 5, return_attention=True)
+    elif search == "beam":
+        results = beam_search(
+            decoder, memory, BOS, EOS, 5, beam_size=3, n_best=3, return_attention=True
+        )
+    else:
+        results = sample(
+            decoder,
+            memory,
+            BOS,
+            EOS,
+            5,
+            return_attention=True,
+            generator=torch.Generator().manual_seed(0),
+        )
+    for row, nbest in enumerate(results):
+        for hyp in nbest:
+            assert hyp.attention is not None
+            assert hyp.attention.shape == (len(hyp.tokens), LENGTHS[row])
+            torch.testing.assert_close(hyp.attention.sum(-1), torch.ones(len(hyp.tokens)))
+    for nbest in greedy(decoder, memory, BOS, EOS, 5):
+        assert nbest[0].attention is None  # not asked for
+
+
+def test_greedy_attention_is_the_models():
+    encoder, decoder = make_model(**CASES["mixed-luong"])
+    memory = encode(encoder)
+    for row, (hyp,) in enumerate(greedy(decoder, memory, BOS, EOS, 8, return_attention=True)):
+        _, attention = rescore(decoder, memory, row, hyp.tokens, hyp.finished)
+        torch.testing.assert_close(
+            hyp.attention, attention[: len(hyp.tokens), : LENGTHS[row]], atol=1e-5, rtol=1e-5
+        )
+
+
+def test_sample_is_reproducible_with_a_seeded_generator():
+    encoder, decoder = make_model(0.0)
+    memory = encode(encoder)
+
+    def run(seed: int):
+        generator = torch.Generator().manual_seed(seed)
+        return [r[0].tokens for r in sample(decoder, memory, BOS, EOS, 10, generator=generator)]
+
+    assert run(7) == run(7)
+    assert any(run(7) != run(s) for s in (8, 9, 10)), "different seeds, different samples"
+
+
+@pytest.mark.parametrize("case", ["mixed-seed0", "mixed-luong"])
+def test_sample_top_k_one_is_greedy(case):
+    encoder, decoder = make_model(**CASES[case])
+    memory = encode(encoder)
+    greedy_out = greedy(decoder, memory, BOS, EOS, 8)
+    sampled = sample(
+        decoder, memory, BOS, EOS, 8, top_k=1, generator=torch.Generator().manual_seed(0)
+    )
+    assert [r[0].tokens for r in sampled] == [r[0].tokens for r in greedy_out]
+    low_temperature = sample(
+        decoder, memory, BOS, EOS, 8, temperature=1e-4, generator=torch.Generator().manual_seed(0)
+    )
+    assert [r[0].tokens for r in low_temperature] == [r[0].tokens for r in greedy_out]
+
+
+class MarkovDecoder(Decoder):
+    """The next token depends on the previous one only, through a fixed table of probabilities:
+    BOS -> 4 -> 5 -> 6 -> EOS is the likely path; 7 is an unlikely side branch that ends at once.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.vocab_size = 8
+        table = torch.full((8, 8), 1e-4)
+        for prev, nexts in {
+            BOS: {4: 0.9, 7: 0.05},
+            4: {5: 0.95, 7: 0.03},
+            5: {6: 0.95, 7: 0.02},
+            6: {EOS: 0.95, 7: 0.01},
+            7: {EOS: 0.9},
+        }.items():
+            for token, p in nexts.items():
+                table[prev, token] = p
+        self.log_table = (table / table.sum(-1, keepdim=True)).log()
+
+    def init_state(self, memory: Memory, beam_size: int = 1):
+        return torch.zeros(memory.states.size(0) * beam_size)
+
+    def step(self, prev_tokens, state):
+        return self.log_table[prev_tokens], state, None
+
+    def reorder(self, state, index):
+        return state.index_select(0, index)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("beam_size", [2, 3])
+def test_beam_does_not_stop_while_a_live_hypothesis_is_better(beam_size, alpha):
+    """Unlikely hypotheses that end early must not end the search while the likely one lives."""
+    decoder = MarkovDecoder()
+    memory = Memory(
+        states=torch.zeros(2, 3, 4),
+        mask=torch.ones(2, 3, dtype=torch.bool),
+        summary=torch.zeros(2, 4),
+    )
+    best = [4, 5, 6]
+    best_score = float(decoder.log_table[[BOS, 4, 5, 6], [4, 5, 6, EOS]].sum())
+    assert greedy(decoder, memory, BOS, EOS, 10)[0][0].tokens == best
+    results = beam_search(decoder, memory, BOS, EOS, 10, beam_size=beam_size, alpha=alpha)
+    for (hyp,) in results:
+        assert hyp.tokens == best
+        assert hyp.finished
+        assert hyp.score == pytest.approx(best_score / length_penalty(4, alpha), abs=1e-5)

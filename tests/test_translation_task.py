@@ -1,0 +1,195 @@
+"""TranslationTask: translate(), and checkpoints that carry their tokenisers."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import lightning as L
+import pytest
+import torch
+
+from seqtasks.attention import GeneralAttention
+from seqtasks.data import TranslationData
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder
+from seqtasks.encoders import RNNEncoder
+from seqtasks.tasks import TranslationTask
+from seqtasks.tasks.translation import CHECKPOINT_KEY
+
+
+def make_task(tokenizers, decoder="bahdanau", **kwargs) -> TranslationTask:
+    torch.manual_seed(0)
+    src, tgt = tokenizers
+    decoders = {
+        "bahdanau": functools.partial(
+            BahdanauDecoder, embed_dim=16, hidden_size=32, readout_dim=16, dropout=0.1
+        ),
+        "luong": functools.partial(
+            LuongDecoder, embed_dim=16, hidden_size=32, attention=GeneralAttention
+        ),
+    }
+    task = TranslationTask(
+        encoder=functools.partial(RNNEncoder, embed_dim=16, hidden_size=16, dropout=0.1),
+        decoder=decoders[decoder],
+        src_vocab_size=src.vocab_size,
+        tgt_vocab_size=tgt.vocab_size,
+        **kwargs,
+    )
+    task.set_tokenizers(src, tgt)
+    return task
+
+
+@pytest.fixture(scope="module")
+def task(toy_tokenizers):
+    return make_task(toy_tokenizers)
+
+
+def test_model_is_built_from_the_factories(task, toy_tokenizers):
+    assert task.encoder.embedding.num_embeddings == toy_tokenizers[0].vocab_size
+    assert task.decoder.vocab_size == toy_tokenizers[1].vocab_size
+    assert task.encoder.out_dim == 32
+
+
+def test_translate_keeps_lines_and_maps_empty_to_empty(task, multi30k_lines):
+    sentences = [multi30k_lines["de"][0], "", multi30k_lines["de"][1], "   ", "Ein Hund."]
+    results = task.translate(sentences, beam_size=2, max_length=50)
+    assert len(results) == len(sentences)
+    assert all(len(r) == 1 for r in results)
+    assert results[1][0].text == "" and results[3][0].text == ""
+    for i in (0, 2, 4):
+        best = results[i][0]
+        assert isinstance(best.text, str)
+        assert best.score < 0
+        assert (
+            len(best.tokens) <= int(1.5 * (len(task.src_tokenizer.encode(sentences[i])) + 1)) + 10
+        )
+    # Order and batching do not change a sentence's translation.
+    alone = task.translate([sentences[2]], beam_size=2, max_length=50)[0][0]
+    assert alone.text == results[2][0].text
+    assert alone.score == pytest.approx(results[2][0].score, abs=1e-4)
+
+
+def test_translate_cuts_a_very_long_line(task, caplog):
+    line = " ".join(["Hund"] * 1000)
+    assert len(task.src_tokenizer.encode(line)) >= 1000
+    with caplog.at_level(logging.WARNING):
+        results = task.translate([line, "Ein Hund."], beam_size=1, max_length=60)
+    assert len(results) == 2
+    assert any("cut to 60" in record.getMessage() for record in caplog.records)
+    assert len(results[0][0].tokens) <= int(1.5 * 61) + 10
+    assert task.source_pieces(line, max_length=60)[-1] == task.src_tokenizer.pieces([3])[0]
+    assert len(task.source_pieces(line, max_length=60)) == 61
+
+
+def test_translate_n_best_and_attention(task, multi30k_lines):
+    sentences = [multi30k_lines["de"][3], "", multi30k_lines["de"][4]]
+    results = task.translate(sentences, beam_size=4, n_best=3, max_length=50, return_attention=True)
+    assert [len(r) for r in results] == [3, 3, 3]
+    assert all(t.text == "" for t in results[1])
+    for i in (0, 2):
+        scores = [t.score for t in results[i]]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(t.tokens) for t in results[i]}) == 3
+        columns = len(task.source_pieces(sentences[i]))
+        for translation in results[i]:
+            assert translation.attention.shape == (len(translation.tokens), columns)
+
+
+def test_tokenisers_must_match_the_vocabularies(task, toy_tokenizers):
+    from seqtasks.data import train_sentencepiece
+
+    src, _ = toy_tokenizers
+    smaller = train_sentencepiece(["ein hund läuft", "zwei katzen schlafen"] * 20, 30)
+    assert smaller.vocab_size != task.hparams.tgt_vocab_size
+    with pytest.raises(ValueError, match="vocabularies"):
+        task.set_tokenizers(src, smaller)
+    assert task.tgt_tokenizer is toy_tokenizers[1], "a rejected tokeniser is not kept"
+
+
+def test_translate_without_tokenisers_says_so(toy_tokenizers):
+    src, tgt = toy_tokenizers
+    bare = TranslationTask(
+        encoder=functools.partial(RNNEncoder, embed_dim=8, hidden_size=8),
+        decoder=functools.partial(BahdanauDecoder, embed_dim=8, hidden_size=8, readout_dim=8),
+        src_vocab_size=src.vocab_size,
+        tgt_vocab_size=tgt.vocab_size,
+    )
+    with pytest.raises(RuntimeError, match="tokenisers"):
+        bare.translate(["Ein Hund."])
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(toy_data_dir, tmp_path_factory):
+    """A checkpoint written by a two-step Lightning run on the toy corpus."""
+    root = tmp_path_factory.mktemp("run")
+    data = TranslationData(str(toy_data_dir), max_tokens=300)
+    model = TranslationTask(
+        encoder=functools.partial(RNNEncoder, embed_dim=16, hidden_size=16),
+        decoder=functools.partial(LuongDecoder, embed_dim=16, hidden_size=32),
+        src_vocab_size=data.src_vocab_size,
+        tgt_vocab_size=data.tgt_vocab_size,
+        val_beam=2,
+    )
+    trainer = L.Trainer(
+        max_steps=2,
+        limit_val_batches=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 2
+    saved = list(root.glob("**/*.ckpt"))
+    assert saved, "the default ModelCheckpoint wrote nothing"
+    path = root / "explicit.ckpt"
+    trainer.save_checkpoint(path)
+    return path, model
+
+
+def test_checkpoint_carries_tokenisers(trained_checkpoint, toy_tokenizers, multi30k_lines):
+    path, trained = trained_checkpoint
+    stored = torch.load(path, map_location="cpu", weights_only=False)[CHECKPOINT_KEY]
+    assert stored["task"] == "translation"
+    assert stored["src_tokenizer"] == toy_tokenizers[0].proto
+    assert stored["tgt_tokenizer"] == toy_tokenizers[1].proto
+
+    # Built in Python, the hyperparameters hold functools.partial factories, which torch's
+    # weights-only unpickler refuses (CLI checkpoints hold plain config: see test_cli.py).
+    loaded = TranslationTask.load_from_checkpoint(path, map_location="cpu", weights_only=False)
+    assert loaded.src_tokenizer.proto == toy_tokenizers[0].proto
+    assert loaded.tgt_tokenizer.proto == toy_tokenizers[1].proto
+    for name, tensor in trained.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
+    sentences = multi30k_lines["de"][10:13]
+    ours = trained.translate(sentences, beam_size=2, max_length=50)
+    theirs = loaded.translate(sentences, beam_size=2, max_length=50)
+    assert [r[0].text for r in theirs] == [r[0].text for r in ours]
+
+
+def test_checkpoint_without_seqtasks_entry_is_rejected(trained_checkpoint, tmp_path):
+    path, _ = trained_checkpoint
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    del checkpoint[CHECKPOINT_KEY]
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save(checkpoint, foreign)
+    with pytest.raises(ValueError, match="not a translation checkpoint"):
+        TranslationTask.load_from_checkpoint(foreign, map_location="cpu", weights_only=False)
+
+
+def test_saving_without_tokenisers_fails(toy_tokenizers, tmp_path):
+    src, tgt = toy_tokenizers
+    bare = TranslationTask(
+        encoder=functools.partial(RNNEncoder, embed_dim=8, hidden_size=8),
+        decoder=functools.partial(BahdanauDecoder, embed_dim=8, hidden_size=8, readout_dim=8),
+        src_vocab_size=src.vocab_size,
+        tgt_vocab_size=tgt.vocab_size,
+    )
+    with pytest.raises(RuntimeError, match="tokenisers"):
+        bare.on_save_checkpoint({})
