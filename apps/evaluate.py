@@ -38,6 +38,8 @@ def evaluate_translation(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
+    stems = [path.stem for path, _ in models]
+    unique = len(set(stems)) == len(stems)
     reports, curves = [], {}
     for path, model in models:
         results = model.translate(sources, beam_size=args.beam, max_tokens=args.max_tokens)
@@ -48,7 +50,7 @@ def evaluate_translation(args: argparse.Namespace) -> int:
         scores = score_corpus(hypotheses, references)
         lowercase = score_corpus(hypotheses, references, lowercase=True)
         buckets = bleu_by_source_length(sources, hypotheses, references, args.buckets)
-        name = path.stem if len(models) == 1 else f"{path.parent.parent.name}/{path.stem}"
+        name = path.stem if unique else str(path)
         curves[name] = [(b.label, b.bleu) for b in buckets]
         print(f"== {path} (beam {args.beam}, {scores.sentences} sentences)")
         print(f"BLEU = {scores.bleu:.2f}   {scores.bleu_signature}")
