@@ -26,6 +26,21 @@ def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     )
 
 
+def evaluate(checkpoint: Path, src: Path, ref: Path, *options: str):
+    """`apps/evaluate.py translation` on one checkpoint and a source/reference pair."""
+    return run(
+        "apps/evaluate.py",
+        "translation",
+        "--checkpoint",
+        str(checkpoint),
+        "--src",
+        str(src),
+        "--ref",
+        str(ref),
+        *options,
+    )
+
+
 @pytest.fixture(scope="module")
 def dates(tmp_path_factory) -> tuple[Path, Path]:
     """(checkpoint, data folder) of a small dates model trained for 30 steps with the CLI."""
@@ -109,15 +124,10 @@ def test_translate_nbest_and_output_file(dates, tmp_path):
 
 def test_evaluate_json_and_length_table(dates, tmp_path):
     checkpoint, data = dates
-    result = run(
-        "apps/evaluate.py",
-        "translation",
-        "--checkpoint",
-        str(checkpoint),
-        "--src",
-        str(data / "test.text"),
-        "--ref",
-        str(data / "test.iso"),
+    result = evaluate(
+        checkpoint,
+        data / "test.text",
+        data / "test.iso",
         "--beam",
         "2",
         "--buckets",
@@ -140,16 +150,7 @@ def test_evaluate_rejects_misaligned_files_naming_both_counts(dates, tmp_path):
     checkpoint, data = dates
     ref = tmp_path / "short.iso"
     ref.write_text("2000-01-01\n")
-    result = run(
-        "apps/evaluate.py",
-        "translation",
-        "--checkpoint",
-        str(checkpoint),
-        "--src",
-        str(data / "test.text"),
-        "--ref",
-        str(ref),
-    )
+    result = evaluate(checkpoint, data / "test.text", ref)
     assert result.returncode == 2
     assert "has 1000 lines" in result.stderr and "short.iso has 1\n" in result.stderr
     assert "Traceback" not in result.stderr

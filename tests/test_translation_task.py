@@ -106,14 +106,19 @@ def test_tokenisers_must_match_the_vocabularies(task, toy_tokenizers):
     assert task.tgt_tokenizer is toy_tokenizers[1], "a rejected tokeniser is not kept"
 
 
-def test_translate_without_tokenisers_says_so(toy_tokenizers):
-    src, tgt = toy_tokenizers
-    bare = TranslationTask(
+def task_without_tokenisers(tokenizers) -> TranslationTask:
+    """A tiny task sized for `tokenizers` that was never given them."""
+    src, tgt = tokenizers
+    return TranslationTask(
         encoder=functools.partial(RNNEncoder, embed_dim=8, hidden_size=8),
         decoder=functools.partial(BahdanauDecoder, embed_dim=8, hidden_size=8, readout_dim=8),
         src_vocab_size=src.vocab_size,
         tgt_vocab_size=tgt.vocab_size,
     )
+
+
+def test_translate_without_tokenisers_says_so(toy_tokenizers):
+    bare = task_without_tokenisers(toy_tokenizers)
     with pytest.raises(RuntimeError, match="tokenisers"):
         bare.translate(["Ein Hund."])
 
@@ -184,12 +189,6 @@ def test_checkpoint_without_seqtasks_entry_is_rejected(trained_checkpoint, tmp_p
 
 
 def test_saving_without_tokenisers_fails(toy_tokenizers, tmp_path):
-    src, tgt = toy_tokenizers
-    bare = TranslationTask(
-        encoder=functools.partial(RNNEncoder, embed_dim=8, hidden_size=8),
-        decoder=functools.partial(BahdanauDecoder, embed_dim=8, hidden_size=8, readout_dim=8),
-        src_vocab_size=src.vocab_size,
-        tgt_vocab_size=tgt.vocab_size,
-    )
+    bare = task_without_tokenisers(toy_tokenizers)
     with pytest.raises(RuntimeError, match="tokenisers"):
         bare.on_save_checkpoint({})
