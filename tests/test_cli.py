@@ -150,3 +150,35 @@ def test_unknown_key_is_an_error(multi30k_dir, tmp_path, child_env):
     assert result.returncode != 0
     assert "bogus" in result.stderr
     assert not (tmp_path / "lightning_logs").exists()
+
+
+def test_fit_under_ddp_on_two_cpu_processes(multi30k_dir, tmp_path, child_env):
+    """Token-bucketed batches shard across 2 gloo processes: no hang at the epoch end, the
+    whole-split validation BLEU is gathered, and the checkpoints are written."""
+    config = REPO / "configs" / "translation" / "rnn_bahdanau.yaml"
+    root = tmp_path / "ddp"
+    fit = seqtasks(
+        [
+            "fit",
+            "--config",
+            str(config),
+            *data_overrides(config, multi30k_dir, tmp_path),
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.devices",
+            "2",
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.max_steps",
+            "3",
+            "--trainer.limit_val_batches",
+            "3",
+            "--trainer.default_root_dir",
+            str(root),
+        ],
+        child_env,
+        tmp_path,
+    )
+    assert fit.returncode == 0, fit.stderr[-4000:]
+    assert list(root.glob("**/checkpoints/last.ckpt"))
+    assert list(root.glob("**/checkpoints/epoch*-bleu*.ckpt")), "val/bleu was logged"

@@ -131,9 +131,11 @@ class TranslationTask(EncoderDecoderTask):
         references = [o[3] for o in outputs]
         scores = score_corpus(hypotheses, references)
         exact = sum(h == r for h, r in zip(hypotheses, references)) / max(len(outputs), 1)
-        self.log(f"{stage}/bleu", scores.bleu, prog_bar=True)
-        self.log(f"{stage}/chrf", scores.chrf)
-        self.log(f"{stage}/exact_match", 100.0 * exact)
+        # Every process holds the same, whole-split scores: syncing them changes nothing but
+        # tells Lightning the epoch-level value is global.
+        self.log(f"{stage}/bleu", scores.bleu, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/chrf", scores.chrf, sync_dist=True)
+        self.log(f"{stage}/exact_match", 100.0 * exact, sync_dist=True)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "val", self.val_beam)
