@@ -1,6 +1,6 @@
 """Benchmark a seqtasks translation config against a plain-PyTorch reference of the same size.
 
-    python bench/translation.py [--config configs/translation/rnn_bahdanau.yaml] [--checkpoint CKPT]
+    python bench/translation.py [--config configs/translation/transformer.yaml] [--checkpoint CKPT]
         [--data data/multi30k] [--steps N] [--sentences N] [--beam 5] [--threads 2] [--json]
 
 Measured in one process, on the CPU with --threads threads:
@@ -13,15 +13,18 @@ Measured in one process, on the CPU with --threads threads:
      target tokens per batch equals ours over an epoch; same loss, optimizer and clipping.
   2. beam search on the first --sentences sentences of the test split: ours batched
      (`task.decode` over token-bucketed batches of ~--decode-tokens source tokens) against the
-     same model's beam search one sentence at a time (batch of 1). With --checkpoint the trained
+     reference's decoding when its module offers `decoding_like(task)` (the Transformer: the
+     same weights in nn.Transformer, re-running the prefix at every step, same batches), else
+     the same model's beam search one sentence at a time (batch of 1). With --checkpoint the trained
      model decodes; without it, the model after the training steps above (output lengths, and so
      the timings, then differ from a trained model's).
   3. peak RSS (ru_maxrss): after ours (training + batched decoding, which run first) and for
      the whole process (the reference's training and the per-sentence decoding run after).
 
-Adding a reference for another decoder family (e.g. a Transformer): write bench/reference_X.py
-with `build_like(task)`, `make_batch(...)`, `batch_loss(...)` and `SUMMARY` (see
-reference_rnn.py) and register it in REFERENCES; the ours-side measurement needs no change.
+Adding a reference for another decoder family: write bench/reference_X.py with
+`build_like(task)`, `make_batch(...)`, `batch_loss(...)`, `SUMMARY` and optionally
+`decoding_like(task)` (see reference_rnn.py, reference_transformer.py) and register it in
+REFERENCES; the ours-side measurement needs no change.
 
 The reference depends on the decoder family (REFERENCES, by decoder class name); a config with no
 reference gets the ours-side figures only. With --json the last stdout line is one JSON object.
@@ -50,12 +53,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the reference_* modules
 
 # Decoder class name -> module in bench/ providing build_like / make_batch / batch_loss.
-REFERENCES = {"BahdanauDecoder": "reference_rnn"}
+REFERENCES = {"BahdanauDecoder": "reference_rnn", "TransformerDecoder": "reference_transformer"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="configs/translation/rnn_bahdanau.yaml")
+    p.add_argument("--config", default="configs/translation/transformer.yaml")
     p.add_argument("--checkpoint", default=None, help="trained model used for decoding")
     p.add_argument("--data", default="data/multi30k")
     p.add_argument("--steps", type=int, default=20, help="timed optimizer steps per model")
@@ -228,9 +231,10 @@ def test_sources(model, datamodule, n: int) -> list[list[int]]:
 
 
 @torch.no_grad()
-def decode_all(model, sources: list[list[int]], beam: int, max_tokens: int | None) -> dict:
-    """Beam search over `sources`: token-bucketed batches of about `max_tokens` source tokens,
-    or one sentence at a time when `max_tokens` is None. Returns time, outputs and counts."""
+def decode_all(decode, sources: list[list[int]], beam: int, max_tokens: int | None) -> dict:
+    """Beam search with `decode(src, src_mask, beam_size)` (`task.decode` or a reference's) over
+    `sources`: token-bucketed batches of about `max_tokens` source tokens, or one sentence at a
+    time when `max_tokens` is None. Returns time, outputs and counts."""
     from seqtasks.data.batching import TokenBucketSampler
     from seqtasks.data.tokenizer import EOS_ID, PAD_ID
     from seqtasks.data.translation import pad
@@ -245,7 +249,7 @@ def decode_all(model, sources: list[list[int]], beam: int, max_tokens: int | Non
     start = time.perf_counter()
     for chunk in chunks:
         src = pad([sources[i] + [EOS_ID] for i in chunk])
-        hypotheses = model.decode(src, src != PAD_ID, beam_size=beam)
+        hypotheses = decode(src, src != PAD_ID, beam)
         for i, nbest in zip(chunk, hypotheses):
             outputs[i] = nbest[0].tokens
             finished += nbest[0].finished
@@ -297,6 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module=r"lightning(\..*)?$")
+    warnings.filterwarnings("ignore", message=".*nested tensors is in prototype")
 
     task, datamodule, clip = build_from_config(args.config, args.data)
     datamodule.setup("fit")
@@ -344,8 +349,8 @@ def main(argv: list[str] | None = None) -> dict:
                    "model's; pass --checkpoint for the honest figure)")  # fmt: skip
     sources = test_sources(model, datamodule, args.sentences)
     log(f"decoding: beam {args.beam}, {len(sources)} test sentences, {decode_note}")
-    decode_all(model, sources[:2], args.beam, args.decode_tokens)  # warm-up, untimed
-    ours_dec = decode_all(model, sources, args.beam, args.decode_tokens)
+    decode_all(model.decode, sources[:2], args.beam, args.decode_tokens)  # warm-up, untimed
+    ours_dec = decode_all(model.decode, sources, args.beam, args.decode_tokens)
     log(
         f"  batched: {ours_dec['batches']} batches of <= {args.decode_tokens} source tokens, "
         f"{ours_dec['seconds']:.2f} s, {ours_dec['sents_per_s']:.1f} sentences/s, "
@@ -366,12 +371,17 @@ def main(argv: list[str] | None = None) -> dict:
             "tokens per batch)")  # fmt: skip
         del reference
 
-    decode_all(model, sources[:1], args.beam, None)  # warm-up, untimed
-    ref_dec = decode_all(model, sources, args.beam, None)
+    if ref_module is not None and hasattr(ref_module, "decoding_like"):
+        ref_decode, ref_tokens = ref_module.decoding_like(model), args.decode_tokens
+        ref_how = f"{REFERENCES[decoder_name]}, same weights and batches"
+    else:
+        ref_decode, ref_tokens, ref_how = model.decode, None, "same model, batch of 1"
+    decode_all(ref_decode, sources[:1], args.beam, ref_tokens)  # warm-up, untimed
+    ref_dec = decode_all(ref_decode, sources, args.beam, ref_tokens)
     same = sum(a == b for a, b in zip(ours_dec["outputs"], ref_dec["outputs"]))
     log(
-        f"  per sentence (same model, batch of 1): {ref_dec['seconds']:.2f} s, "
-        f"{ref_dec['sents_per_s']:.1f} sentences/s; best outputs identical to batched: "
+        f"  reference decoding ({ref_how}): {ref_dec['seconds']:.2f} s, "
+        f"{ref_dec['sents_per_s']:.1f} sentences/s; best outputs identical to ours: "
         f"{same}/{len(sources)}"
     )
     peak = peak_rss_mb()
@@ -382,7 +392,7 @@ def main(argv: list[str] | None = None) -> dict:
         ("parameters", params, ref_params, 0),
         ("train real target tokens/s", ours_train["tokens_per_s"], ref_tps, 1),
         ("train s/step", ours_train["s_per_step"], ref_train and ref_train["s_per_step"], 3),
-        (f"beam-{args.beam} sentences/s (ref: per sentence)", ours_dec["sents_per_s"],
+        (f"beam-{args.beam} sentences/s", ours_dec["sents_per_s"],
          ref_dec["sents_per_s"], 2),
         (f"beam-{args.beam} output tokens/s", ours_dec["tokens_per_s"], ref_dec["tokens_per_s"],
          1),
@@ -415,6 +425,7 @@ def main(argv: list[str] | None = None) -> dict:
         "ref_params": ref_params,
         "ref_batch_sentences": ref_train and ref_train["batch_sentences"],
         "reference": None if ref_module is None else REFERENCES[decoder_name],
+        "ref_decoding": ref_how,
         "steps": args.steps,
         "warmup": args.warmup,
         "sentences": len(sources),

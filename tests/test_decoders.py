@@ -13,7 +13,12 @@ from seqtasks.attention import (
     GeneralAttention,
     ScaledDotAttention,
 )
-from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
+from seqtasks.decoders import (
+    BahdanauDecoder,
+    LuongDecoder,
+    NoAttentionDecoder,
+    TransformerDecoder,
+)
 from seqtasks.encoders import RNNEncoder
 from seqtasks.memory import Memory, lengths_to_mask
 from seqtasks.search import greedy
@@ -60,7 +65,31 @@ for _cell in ("gru", "lstm"):
             dropout=0.3,
         )
 
+for _norm in ("post", "pre", "resi_dual"):
+    for _tie in (True, False):
+        DECODERS[f"transformer-{_norm}-tie{_tie}"] = functools.partial(
+            TransformerDecoder,
+            d_model=16,
+            num_heads=4,
+            num_layers=2,
+            ff_dim=32,
+            dropout=0.3,
+            attention_dropout=0.2,
+            norm=_norm,
+            tie_embeddings=_tie,
+        )
+DECODERS["transformer-learned-positions"] = functools.partial(
+    TransformerDecoder, d_model=16, num_heads=2, num_layers=1, ff_dim=32, positions="learned"
+)
+
 ATTENTIVE = [name for name in DECODERS if not name.startswith("plain")]
+
+
+def teacher_forced(decoder, memory: Memory, tgt_in: torch.Tensor):
+    """The teacher-forced pass, asking for attention weights where that is optional."""
+    if isinstance(decoder, TransformerDecoder):
+        return decoder(memory, tgt_in, need_weights=True)
+    return decoder(memory, tgt_in)
 
 
 def random_memory(seed: int = 0, lengths: torch.Tensor = LENGTHS) -> Memory:
@@ -98,7 +127,7 @@ def test_teacher_forcing_equals_stepwise_decoding(name):
     decoder = make_decoder(name)
     memory, tgt_in = random_memory(), target_inputs()
     with torch.no_grad():
-        output = decoder(memory, tgt_in)
+        output = teacher_forced(decoder, memory, tgt_in)
         logits, weights = run_steps(decoder, memory, tgt_in)
     assert output.logits.shape == (B, T, VOCAB)
     torch.testing.assert_close(output.logits, logits, atol=1e-5, rtol=1e-5)
@@ -119,7 +148,8 @@ def test_padding_in_memory_is_ignored(name):
         summary=memory.summary,
     )
     with torch.no_grad():
-        clean_out, noisy_out = decoder(memory, tgt_in), decoder(noisy, tgt_in)
+        clean_out = teacher_forced(decoder, memory, tgt_in)
+        noisy_out = teacher_forced(decoder, noisy, tgt_in)
         noisy_steps, _ = run_steps(decoder, noisy, tgt_in)
     torch.testing.assert_close(noisy_out.logits, clean_out.logits)
     torch.testing.assert_close(noisy_steps, clean_out.logits, atol=1e-5, rtol=1e-5)
@@ -264,6 +294,9 @@ def decoder_factories():
             LuongDecoder, embed_dim=8, hidden_size=16, attention=DotAttention
         ),
         "plain": functools.partial(NoAttentionDecoder, embed_dim=8, hidden_size=12, readout_dim=8),
+        "transformer": functools.partial(
+            TransformerDecoder, d_model=16, num_heads=2, num_layers=2, ff_dim=32
+        ),
     }
 
 

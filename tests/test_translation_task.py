@@ -11,8 +11,8 @@ import torch
 
 from seqtasks.attention import GeneralAttention
 from seqtasks.data import TranslationData
-from seqtasks.decoders import BahdanauDecoder, LuongDecoder
-from seqtasks.encoders import RNNEncoder
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
+from seqtasks.encoders import RNNEncoder, TransformerEncoder
 from seqtasks.tasks import TranslationTask
 from seqtasks.tasks.translation import CHECKPOINT_KEY
 
@@ -192,3 +192,31 @@ def test_saving_without_tokenisers_fails(toy_tokenizers, tmp_path):
     bare = task_without_tokenisers(toy_tokenizers)
     with pytest.raises(RuntimeError, match="tokenisers"):
         bare.on_save_checkpoint({})
+
+
+def transformer_task(src_vocab: int, tgt_vocab: int, **kwargs) -> TranslationTask:
+    sizes = dict(d_model=16, num_heads=2, num_layers=1, ff_dim=32)
+    return TranslationTask(
+        encoder=functools.partial(TransformerEncoder, **sizes),
+        decoder=functools.partial(TransformerDecoder, **sizes),
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
+        **kwargs,
+    )
+
+
+def test_shared_embeddings_are_one_table(toy_tokenizers):
+    src, _ = toy_tokenizers
+    task = transformer_task(src.vocab_size, src.vocab_size, share_embeddings=True)
+    assert task.encoder.embedding.weight is task.decoder.embedding.weight
+    task.set_tokenizers(src, src)  # one joint model: accepted
+    with pytest.raises(ValueError, match="joint vocabulary"):
+        transformer_task(src.vocab_size, src.vocab_size + 1, share_embeddings=True)
+
+
+def test_shared_embeddings_need_one_tokeniser(toy_tokenizers):
+    src, tgt = toy_tokenizers
+    task = transformer_task(src.vocab_size, src.vocab_size, share_embeddings=True)
+    assert src.vocab_size == tgt.vocab_size  # same size, different pieces
+    with pytest.raises(ValueError, match="joint sentencepiece"):
+        task.set_tokenizers(src, tgt)

@@ -2,5 +2,6 @@
 
 from seqtasks.encoders.base import Encoder
 from seqtasks.encoders.rnn import RNNEncoder
+from seqtasks.encoders.transformer import TransformerEncoder
 
-__all__ = ["Encoder", "RNNEncoder"]
+__all__ = ["Encoder", "RNNEncoder", "TransformerEncoder"]

@@ -31,6 +31,8 @@ class EncoderDecoderTask(L.LightningModule):
         test_beam: beam size when decoding the test set and in `predict`.
         length_alpha: α of the length penalty in beam search.
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
+        torch_compile: compile the encoder's and decoder's forward passes with `torch.compile`
+            (dynamic shapes, since every batch has its own lengths); search steps stay eager.
     """
 
     encoder: Encoder
@@ -47,8 +49,10 @@ class EncoderDecoderTask(L.LightningModule):
         length_alpha: float,
         max_length_ratio: float,
         max_length_offset: int,
+        torch_compile: bool = False,
     ):
         super().__init__()
+        self.torch_compile = torch_compile
         self.label_smoothing = label_smoothing
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
@@ -57,6 +61,12 @@ class EncoderDecoderTask(L.LightningModule):
         self.length_alpha = length_alpha
         self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
         self._eval_outputs: list[tuple[int, str, str, str]] = []
+
+    def configure_model(self) -> None:
+        if self.torch_compile and not getattr(self, "_compiled", False):
+            self.encoder.compile(dynamic=True)
+            self.decoder.compile(dynamic=True)
+            self._compiled = True
 
     # ---- training -------------------------------------------------------------------------
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> DecoderOutput:

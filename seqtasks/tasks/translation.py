@@ -42,6 +42,9 @@ class TranslationTask(EncoderDecoderTask):
         encoder: built as `encoder(src_vocab_size)`.
         decoder: built as `decoder(tgt_vocab_size, encoder.out_dim)`.
         src_vocab_size, tgt_vocab_size: linked from the DataModule by the CLI.
+        share_embeddings: one table for source and target tokens (Press and Wolf 2017), for a
+            joint vocabulary (`data_prep/multi30k.py --joint`); with a tied decoder it is also
+            the output projection.
         (the rest as in `EncoderDecoderTask`)
     """
 
@@ -60,6 +63,8 @@ class TranslationTask(EncoderDecoderTask):
         length_alpha: float = 1.0,
         max_length_ratio: float = 1.5,
         max_length_offset: int = 10,
+        share_embeddings: bool = False,
+        torch_compile: bool = False,
     ):
         super().__init__(
             label_smoothing,
@@ -71,10 +76,18 @@ class TranslationTask(EncoderDecoderTask):
             length_alpha,
             max_length_ratio,
             max_length_offset,
+            torch_compile,
         )
         self.save_hyperparameters()
         self.encoder = encoder(src_vocab_size)
         self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        if share_embeddings:
+            if src_vocab_size != tgt_vocab_size:
+                raise ValueError(
+                    f"share_embeddings needs one joint vocabulary, but the source has "
+                    f"{src_vocab_size} entries and the target {tgt_vocab_size}"
+                )
+            self.decoder.embedding.weight = self.encoder.embedding.weight
         self.src_tokenizer: SentencePieceTokenizer | None = None
         self.tgt_tokenizer: SentencePieceTokenizer | None = None
 
@@ -90,6 +103,11 @@ class TranslationTask(EncoderDecoderTask):
             raise ValueError(
                 f"tokenisers have vocabularies {(src.vocab_size, tgt.vocab_size)} but the model "
                 f"was built for {expected}"
+            )
+        if self.hparams.share_embeddings and src.proto != tgt.proto:
+            raise ValueError(
+                "share_embeddings needs one joint sentencepiece model for both languages "
+                "(data_prep/multi30k.py --joint)"
             )
         self.src_tokenizer, self.tgt_tokenizer = src, tgt
 

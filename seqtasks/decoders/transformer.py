@@ -1,0 +1,253 @@
+"""Transformer decoder (Vaswani et al. 2017, §3.1): masked self-attention, cross-attention over
+any `Memory`, and incremental decoding with cached keys and values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqtasks.decoders.base import Decoder, DecoderOutput
+from seqtasks.memory import Memory
+from seqtasks.transformer import (
+    CrossAttention,
+    Embeddings,
+    FeedForward,
+    NormPlacement,
+    PositionKind,
+    Residual,
+    SelfAttention,
+    StackNorm,
+    Stream,
+    grid_positions,
+    init_linear_layers,
+)
+
+
+@dataclass
+class TransformerState:
+    """State of the decoder during search.
+
+    `self_keys`/`self_values` hold, per layer, the keys and values of every position decoded
+    so far, one row per hypothesis (R, H, t, D/H): a step computes only the new position.
+    `memory_keys`/`memory_values` hold, per layer, the projected memory once per input
+    (B, H, S, D/H), and move only when search drops finished inputs.
+    """
+
+    self_keys: list[Tensor]
+    self_values: list[Tensor]
+    memory_keys: list[Tensor]
+    memory_values: list[Tensor]
+    mask: Tensor  # (B, S)
+    position: int  # t, the index of the next position
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the memory, feed-forward net."""
+
+    def __init__(
+        self,
+        d_model: int,
+        memory_dim: int,
+        num_heads: int,
+        ff_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        norm: NormPlacement,
+    ):
+        super().__init__()
+        self.self_attention = SelfAttention(d_model, num_heads, attention_dropout)
+        self.cross_attention = CrossAttention(d_model, memory_dim, num_heads, attention_dropout)
+        self.feed_forward = FeedForward(d_model, ff_dim)
+        self.residual_self = Residual(d_model, norm, dropout)
+        self.residual_cross = Residual(d_model, norm, dropout)
+        self.residual_ff = Residual(d_model, norm, dropout)
+
+    def forward(
+        self, stream: Stream, keys: Tensor, values: Tensor, mask: Tensor, need_weights: bool
+    ) -> tuple[Stream, Tensor | None]:
+        """Every position at once under the causal mask; returns the stream and the
+        cross-attention weights averaged over heads (B, T, S) if asked for."""
+        weights = None
+
+        def cross(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.cross_attention(h, keys, values, mask, need_weights)
+            return out
+
+        stream = self.residual_self(stream, lambda h: self.self_attention(h, causal=True))
+        stream = self.residual_cross(stream, cross)
+        return self.residual_ff(stream, self.feed_forward), weights
+
+    def step(
+        self,
+        stream: Stream,
+        prefix_keys: Tensor,
+        prefix_values: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+    ) -> tuple[Stream, Tensor, Tensor, Tensor]:
+        """One new position per row: returns the stream, the self-attention caches extended by
+        that position, and the cross-attention weights (R, 1, S)."""
+        weights = prefix = None
+
+        def attend_prefix(h: Tensor) -> Tensor:
+            nonlocal prefix
+            out, *prefix = self.self_attention.step(h, prefix_keys, prefix_values)
+            return out
+
+        def cross(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.cross_attention(h, keys, values, mask, need_weights=True)
+            return out
+
+        stream = self.residual_self(stream, attend_prefix)
+        stream = self.residual_cross(stream, cross)
+        stream = self.residual_ff(stream, self.feed_forward)
+        return stream, prefix[0], prefix[1], weights
+
+
+class TransformerDecoder(Decoder):
+    """A stack of decoder layers over any encoder's memory, with tied output embeddings.
+
+    Teacher forcing runs every position at once under a causal mask; `step` runs one new
+    position per hypothesis against cached keys and values, so a search step costs O(1)
+    positions of work per layer instead of re-running the prefix. Both give the same logits.
+
+    Args:
+        vocab_size: target vocabulary size V (given by the task).
+        memory_dim: width of the annotations (the encoder's `out_dim`, given by the task).
+        d_model, num_heads, num_layers, ff_dim, dropout, attention_dropout, norm, positions,
+            max_positions, pad_id: as in `TransformerEncoder`.
+        tie_embeddings: the output projection is the target embedding matrix (§3.4; Press and
+            Wolf 2017); otherwise a separate linear layer.
+        grid_positions: add 2-D sinusoidal positions to a memory that comes from an image grid
+            (`memory.grid` set), since attention alone cannot tell where a cell is.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        d_model: int = 256,
+        num_heads: int = 4,
+        num_layers: int = 3,
+        ff_dim: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        norm: NormPlacement = "post",
+        positions: PositionKind = "sinusoidal",
+        max_positions: int = 1024,
+        pad_id: int = 0,
+        tie_embeddings: bool = True,
+        grid_positions: bool = True,
+    ):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.embeddings = Embeddings(vocab_size, d_model, pad_id, positions, max_positions, dropout)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, memory_dim, num_heads, ff_dim, dropout, attention_dropout, norm)
+            for _ in range(num_layers)
+        )
+        self.stack = StackNorm(d_model, norm)
+        self.output = None if tie_embeddings else nn.Linear(d_model, vocab_size)
+        self.grid_positions = grid_positions
+        init_linear_layers(self.layers)
+        if self.output is not None:
+            init_linear_layers(self.output)
+
+    @property
+    def embedding(self) -> nn.Embedding:
+        """The target token table (also the output projection when tied)."""
+        return self.embeddings.embedding
+
+    def logits(self, x: Tensor) -> Tensor:
+        """(…, D) -> (…, V)"""
+        if self.output is None:
+            return F.linear(x, self.embedding.weight)
+        return self.output(x)
+
+    def memory_states(self, memory: Memory) -> Tensor:
+        """The annotations, with 2-D positions added when they come from an image grid."""
+        if memory.grid is None or not self.grid_positions:
+            return memory.states
+        table = grid_positions(*memory.grid, memory.states.size(-1)).to(memory.states)
+        return memory.states + table
+
+    def project_memory(self, memory: Memory) -> tuple[list[Tensor], list[Tensor]]:
+        states = self.memory_states(memory)
+        pairs = [layer.cross_attention.project_memory(states) for layer in self.layers]
+        return [k for k, _ in pairs], [v for _, v in pairs]
+
+    def forward(self, memory: Memory, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
+        """Teacher forcing: (B, T) inputs -> logits (B, T, V); with `need_weights`, the last
+        layer's cross-attention averaged over heads (B, T, S), as plotted and as `step` gives.
+
+        Padding after EOS needs no mask: under the causal mask no real position sees it.
+        """
+        keys, values = self.project_memory(memory)
+        stream: Stream = self.stack.begin(self.embeddings(tgt_in))
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            stream, weights = layer(
+                stream, keys[i], values[i], memory.mask, need_weights and i == last
+            )
+        return DecoderOutput(self.logits(self.stack.end(stream)), weights)
+
+    def init_state(self, memory: Memory, beam_size: int = 1) -> TransformerState:
+        keys, values = self.project_memory(memory)
+        rows = memory.states.size(0) * beam_size
+        empty = keys[0].new_zeros(rows, keys[0].size(1), 0, keys[0].size(-1))
+        return TransformerState(
+            self_keys=[empty] * len(self.layers),
+            self_values=[empty] * len(self.layers),
+            memory_keys=keys,
+            memory_values=values,
+            mask=memory.mask,
+            position=0,
+        )
+
+    def step(
+        self, prev_tokens: Tensor, state: TransformerState
+    ) -> tuple[Tensor, TransformerState, Tensor]:
+        """(R,) previous tokens -> logits (R, V), the state with caches one position longer,
+        and the last layer's cross-attention weights (R, S)."""
+        x = self.embeddings(prev_tokens[:, None], start=state.position)  # (R, 1, D)
+        stream: Stream = self.stack.begin(x)
+        self_keys, self_values = [], []
+        for i, layer in enumerate(self.layers):
+            stream, k, v, weights = layer.step(
+                stream,
+                state.self_keys[i],
+                state.self_values[i],
+                state.memory_keys[i],
+                state.memory_values[i],
+                state.mask,
+            )
+            self_keys.append(k)
+            self_values.append(v)
+        logits = self.logits(self.stack.end(stream))[:, 0]
+        state = replace(
+            state, self_keys=self_keys, self_values=self_values, position=state.position + 1
+        )
+        return logits, state, weights[:, 0]
+
+    def reorder(self, state: TransformerState, index: Tensor) -> TransformerState:
+        rows = state.self_keys[0].size(0)
+        state = replace(
+            state,
+            self_keys=[k.index_select(0, index) for k in state.self_keys],
+            self_values=[v.index_select(0, index) for v in state.self_values],
+        )
+        if index.numel() != rows:  # whole inputs were dropped
+            group = rows // state.mask.size(0)
+            inputs = index[::group] // group
+            state = replace(
+                state,
+                memory_keys=[k.index_select(0, inputs) for k in state.memory_keys],
+                memory_values=[v.index_select(0, inputs) for v in state.memory_values],
+                mask=state.mask.index_select(0, inputs),
+            )
+        return state

@@ -1,0 +1,285 @@
+"""The Transformer: cached search equals re-running the prefix, the encoder ignores padding,
+every residual placement learns, and the schedule, dropout and embedding sharing behave."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
+from seqtasks.decoders.base import Decoder
+from seqtasks.decoders.transformer import TransformerDecoder
+from seqtasks.dropout import Dropout
+from seqtasks.encoders import TransformerEncoder
+from seqtasks.memory import Memory, lengths_to_mask
+from seqtasks.schedules import InverseSqrtWarmup
+from seqtasks.search import beam_search, greedy
+from seqtasks.transformer import grid_positions, sinusoidal_table
+
+VOCAB, B, S = 13, 3, 7
+LENGTHS = torch.tensor([7, 4, 2])
+
+
+def padded_sources(seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    mask = lengths_to_mask(LENGTHS, S)
+    return torch.randint(4, VOCAB, (B, S), generator=g).masked_fill(~mask, PAD_ID), mask
+
+
+def small_model(norm: str = "post") -> tuple[TransformerEncoder, TransformerDecoder]:
+    torch.manual_seed(0)
+    sizes = dict(d_model=16, num_heads=4, num_layers=2, ff_dim=32, norm=norm)
+    encoder = TransformerEncoder(VOCAB, **sizes).eval()
+    return encoder, TransformerDecoder(VOCAB, encoder.out_dim, **sizes).eval()
+
+
+class PrefixRerunDecoder(Decoder):
+    """The uncached way to decode: every step re-runs the teacher-forced pass over the whole
+    prefix and keeps the last position. The state is (memory rows, prefix)."""
+
+    def __init__(self, decoder: TransformerDecoder):
+        super().__init__()
+        self.inner = decoder
+        self.vocab_size = decoder.vocab_size
+
+    def init_state(self, memory: Memory, beam_size: int = 1):
+        rows = torch.arange(memory.states.size(0)).repeat_interleave(beam_size)
+        return memory.index_select(rows), torch.zeros(len(rows), 0, dtype=torch.long)
+
+    def step(self, prev_tokens, state):
+        memory, prefix = state
+        prefix = torch.cat([prefix, prev_tokens[:, None]], dim=1)
+        output = self.inner(memory, prefix, need_weights=True)
+        return output.logits[:, -1], (memory, prefix), output.attention[:, -1]
+
+    def reorder(self, state, index):
+        memory, prefix = state
+        return memory.index_select(index), prefix.index_select(0, index)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "resi_dual"])
+def test_cached_search_equals_rerunning_the_prefix(norm):
+    encoder, decoder = small_model(norm)
+    src, mask = padded_sources()
+    with torch.no_grad():
+        memory = encoder(src, mask)
+    uncached = PrefixRerunDecoder(decoder)
+    for search in (
+        lambda d: greedy(d, memory, BOS_ID, EOS_ID, 9, return_attention=True),
+        lambda d: beam_search(d, memory, BOS_ID, EOS_ID, 9, 1, return_attention=True),
+        lambda d: beam_search(d, memory, BOS_ID, EOS_ID, 9, 3, n_best=3),
+    ):
+        for fast, slow in zip(search(decoder), search(uncached), strict=True):
+            assert [h.tokens for h in fast] == [h.tokens for h in slow]
+            for a, b in zip(fast, slow, strict=True):
+                assert math.isclose(a.score, b.score, rel_tol=1e-4, abs_tol=1e-4)
+                if a.attention is not None:
+                    torch.testing.assert_close(a.attention, b.attention, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "resi_dual"])
+def test_encoder_ignores_padding(norm):
+    encoder, _ = small_model(norm)
+    src, mask = padded_sources()
+    noisy = torch.where(mask, src, 5)  # a real token where there is padding
+    with torch.no_grad():
+        memory, noisy_memory = encoder(src, mask), encoder(noisy, mask)
+        for b, length in enumerate(LENGTHS.tolist()):
+            alone = encoder(src[b : b + 1, :length], mask[b : b + 1, :length])
+            torch.testing.assert_close(memory.states[b, :length], alone.states[0])
+            torch.testing.assert_close(memory.summary[b], alone.summary[0])
+            torch.testing.assert_close(memory.summary[b], memory.states[b, :length].mean(0))
+    torch.testing.assert_close(noisy_memory.summary, memory.summary)
+
+
+@pytest.mark.parametrize(
+    "decoder_class", [BahdanauDecoder, LuongDecoder, NoAttentionDecoder, TransformerDecoder]
+)
+def test_transformer_encoder_pairs_with_every_decoder(decoder_class):
+    encoder, _ = small_model()
+    decoder = decoder_class(VOCAB, encoder.out_dim)
+    src, mask = padded_sources()
+    tgt_in = torch.randint(4, VOCAB, (B, 5))
+    encoder.train()
+    logits = decoder(encoder(src, mask), tgt_in).logits
+    F.cross_entropy(logits.flatten(0, 1), tgt_in.flatten()).backward()
+    assert encoder.embedding.weight.grad.abs().sum() > 0
+    decoder.eval(), encoder.eval()
+    assert len(greedy(decoder, encoder(src, mask), BOS_ID, EOS_ID, 4)) == B
+
+
+def copy_task(n: int, seed: int = 0):
+    """n sequences of 3–7 distinct symbols to copy (distinct, so a small model can overfit them
+    in a few hundred steps by content alone), with their teacher-forcing inputs and targets."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 8, (n,), generator=g)
+    mask = lengths_to_mask(lengths)
+    symbols = torch.stack([torch.randperm(VOCAB - 4, generator=g)[:7] + 4 for _ in range(n)])
+    src = symbols[:, : mask.size(1)].masked_fill(~mask, PAD_ID)
+    tgt_in = F.pad(src, (1, 0), value=BOS_ID)
+    tgt_out = F.pad(src, (0, 1), value=PAD_ID)
+    tgt_out[torch.arange(n), lengths] = EOS_ID
+    return src, mask, tgt_in, tgt_out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", ["post", "pre", "resi_dual"])
+def test_every_norm_placement_overfits_a_copy_task(norm):
+    src, mask, tgt_in, tgt_out = copy_task(128)
+    torch.manual_seed(0)
+    sizes = dict(d_model=32, num_heads=4, num_layers=2, ff_dim=64, dropout=0.0, norm=norm)
+    encoder = TransformerEncoder(VOCAB, **sizes)
+    decoder = TransformerDecoder(VOCAB, encoder.out_dim, **sizes)
+    parameters = [*encoder.parameters(), *decoder.parameters()]
+    optimizer = torch.optim.AdamW(parameters, lr=5e-3, betas=(0.9, 0.98))
+    schedule = InverseSqrtWarmup(optimizer, warmup_steps=30)
+    for _ in range(100):
+        total = 0.0
+        for rows in torch.randperm(len(src)).split(16):
+            logits = decoder(encoder(src[rows], mask[rows]), tgt_in[rows]).logits
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out[rows].flatten(), ignore_index=0)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(rows) / len(src)
+        if total < 0.01:
+            break
+    encoder.eval(), decoder.eval()
+    with torch.no_grad():
+        results = greedy(decoder, encoder(src, mask), BOS_ID, EOS_ID, 10)
+    targets = [row[m].tolist() for row, m in zip(src, mask, strict=True)]
+    exact = sum(r[0].tokens == t for r, t in zip(results, targets, strict=True)) / len(targets)
+    assert exact == 1.0, f"{norm}: exact match {exact:.0%}, last epoch's loss {total:.3f}"
+
+
+def test_grid_memory_gets_2d_positions():
+    _, decoder = small_model()
+    states = torch.randn(2, 6, 16)
+    flat = Memory(states, torch.ones(2, 6, dtype=torch.bool), states.mean(1))
+    grid = Memory(states, flat.mask, flat.summary, grid=(2, 3))
+    tgt_in = torch.tensor([[BOS_ID, 5], [BOS_ID, 6]])
+    with torch.no_grad():
+        assert not torch.allclose(decoder(grid, tgt_in).logits, decoder(flat, tgt_in).logits)
+    table = grid_positions(2, 3, 16)
+    assert table.shape == (6, 16)
+    # Cells of one row share the row half; cells of one column share the column half.
+    torch.testing.assert_close(table[0, :8], table[2, :8])
+    torch.testing.assert_close(table[1, 8:], table[4, 8:])
+
+
+def test_sinusoidal_table_matches_the_formula():
+    table = sinusoidal_table(50, 8)
+    p, i = 17, 3
+    torch.testing.assert_close(table[p, 2 * i], torch.tensor(math.sin(p / 10000 ** (2 * i / 8))))
+    assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p / 10000 ** (2 * i / 8)), 1e-5)
+
+
+def test_too_long_input_names_the_limit():
+    encoder = TransformerEncoder(VOCAB, d_model=8, num_heads=2, num_layers=1, max_positions=5)
+    with pytest.raises(ValueError, match="max_positions=5"):
+        encoder(torch.full((1, 6), 4), torch.ones(1, 6, dtype=torch.bool))
+
+
+def test_inverse_sqrt_warmup_schedule():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = InverseSqrtWarmup(optimizer, warmup_steps=4)
+    rates = []
+    for _ in range(16):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert rates[15] == pytest.approx(math.sqrt(4 / 16))
+    # The paper's formula with d = 16: lr = d^-0.5 · min(step^-0.5, step · warmup^-1.5).
+    d, peak = 16, (16 * 4) ** -0.5
+    paper = [d**-0.5 * min(s**-0.5, s * 4**-1.5) for s in range(1, 17)]
+    assert [peak * r for r in rates] == pytest.approx(paper)
+
+
+def test_dropout_rate_and_scale():
+    torch.manual_seed(0)
+    dropout = Dropout(0.3)
+    x = torch.ones(200_000)
+    y = dropout(x)
+    kept = (y != 0).float().mean().item()
+    assert kept == pytest.approx(1 - round(0.3 * 256) / 256, abs=0.005)
+    assert y.mean().item() == pytest.approx(1.0, abs=0.01)  # unbiased
+    assert not torch.equal(dropout(x), y)  # a fresh mask every call
+    dropout.eval()
+    assert torch.equal(dropout(x), x)
+    with pytest.raises(ValueError, match="dropout rate"):
+        Dropout(1.0)
+
+
+def copy_weights_to_torch(
+    encoder: TransformerEncoder, decoder: TransformerDecoder, norm_first: bool
+) -> torch.nn.Transformer:
+    """A `torch.nn.Transformer` with our weights, to check our layers against PyTorch's."""
+    d = encoder.out_dim
+    reference = torch.nn.Transformer(
+        d_model=d, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32,
+        dropout=0.0, batch_first=True, norm_first=norm_first,
+    ).eval()  # fmt: skip
+    with torch.no_grad():
+        for ours, theirs in zip(encoder.layers, reference.encoder.layers, strict=True):
+            theirs.self_attn.in_proj_weight.copy_(ours.self_attention.qkv.weight)
+            theirs.self_attn.in_proj_bias.copy_(ours.self_attention.qkv.bias)
+            theirs.self_attn.out_proj.load_state_dict(ours.self_attention.out.state_dict())
+            theirs.linear1.load_state_dict(ours.feed_forward.inner.state_dict())
+            theirs.linear2.load_state_dict(ours.feed_forward.outer.state_dict())
+            theirs.norm1.load_state_dict(ours.residual_attention.norm.state_dict())
+            theirs.norm2.load_state_dict(ours.residual_ff.norm.state_dict())
+        for ours, theirs in zip(decoder.layers, reference.decoder.layers, strict=True):
+            theirs.self_attn.in_proj_weight.copy_(ours.self_attention.qkv.weight)
+            theirs.self_attn.in_proj_bias.copy_(ours.self_attention.qkv.bias)
+            theirs.self_attn.out_proj.load_state_dict(ours.self_attention.out.state_dict())
+            cross = theirs.multihead_attn
+            cross.in_proj_weight.copy_(
+                torch.cat([ours.cross_attention.q.weight, ours.cross_attention.kv.weight])
+            )
+            cross.in_proj_bias.copy_(
+                torch.cat([ours.cross_attention.q.bias, ours.cross_attention.kv.bias])
+            )
+            cross.out_proj.load_state_dict(ours.cross_attention.out.state_dict())
+            theirs.linear1.load_state_dict(ours.feed_forward.inner.state_dict())
+            theirs.linear2.load_state_dict(ours.feed_forward.outer.state_dict())
+            theirs.norm1.load_state_dict(ours.residual_self.norm.state_dict())
+            theirs.norm2.load_state_dict(ours.residual_cross.norm.state_dict())
+            theirs.norm3.load_state_dict(ours.residual_ff.norm.state_dict())
+        if norm_first:
+            reference.encoder.norm.load_state_dict(encoder.stack.norm.state_dict())
+            reference.decoder.norm.load_state_dict(decoder.stack.norm.state_dict())
+    return reference
+
+
+@pytest.mark.filterwarnings("ignore:.*nested tensor")
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_layers_match_torch_nn_transformer(norm):
+    """Post-LN is `nn.Transformer`'s default layer, Pre-LN its `norm_first` (Xiong et al.)."""
+    encoder, decoder = small_model(norm)
+    reference = copy_weights_to_torch(encoder, decoder, norm_first=norm == "pre")
+    if norm == "post":  # PyTorch's stacks end in a LayerNorm either way; make it the identity
+        for stack in (reference.encoder, reference.decoder):
+            stack.norm = torch.nn.Identity()
+    src, mask = padded_sources()
+    tgt_in = torch.tensor([[BOS_ID, 5, 6, 7], [BOS_ID, 8, 9, 0], [BOS_ID, 4, 0, 0]])
+    with torch.no_grad():
+        memory = encoder(src, mask)
+        ours = decoder(memory, tgt_in).logits
+        src_emb = encoder.embeddings(src)
+        tgt_emb = decoder.embeddings(tgt_in)
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(4)
+        theirs_memory = reference.encoder(src_emb, src_key_padding_mask=~mask)
+        theirs = reference.decoder(
+            tgt_emb, theirs_memory, tgt_mask=causal, memory_key_padding_mask=~mask
+        )
+    torch.testing.assert_close(memory.states[mask], theirs_memory[mask], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        ours, F.linear(theirs, decoder.embedding.weight), atol=1e-4, rtol=1e-4
+    )
