@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> dict:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", module=r"lightning(\..*)?$")
     warnings.filterwarnings("ignore", message=".*nested tensors is in prototype")
+    warnings.filterwarnings("ignore", message=".*mismatched key_padding_mask")
 
     task, datamodule, clip = build_from_config(args.config, args.data)
     datamodule.setup("fit")
