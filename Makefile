@@ -17,4 +17,5 @@ data:            ## Multi30k from the shared copy (use --source URL elsewhere)
 	$(PY) data_prep/multi30k.py --source ../shared/data/multi30k --out data/multi30k
 
 bench: data      ## training and beam-search throughput vs a tutorial-style reference
+	OMP_WAIT_POLICY=PASSIVE $(PY) bench/translation.py --config configs/translation/transformer.yaml
 	OMP_WAIT_POLICY=PASSIVE $(PY) bench/translation.py --config configs/translation/rnn_bahdanau.yaml

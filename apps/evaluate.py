@@ -9,6 +9,27 @@ Translation prints sacreBLEU (cased, detokenised, 13a) with its signature, chrF,
 BLEU some papers report, and BLEU per source-length bucket (Bahdanau et al. 2015, Fig. 2).
 With --json the last line is one JSON object (the first checkpoint's figures at top level,
 every checkpoint's under "models").
+
+    python apps/evaluate.py parsing --gold data/ptb/dev.mrg --pred predicted.mrg
+    python apps/evaluate.py parsing --checkpoint best.ckpt --gold data/ptb/dev.mrg --beam 10
+
+Parsing prints EVALB's summary (COLLINS.prm conventions, see `seqtasks.metrics.parseval`) for
+a file of predicted trees (one per line or spread over lines), or for a checkpoint that parses
+the gold trees' words (traces left out) and keeps the gold tags on its trees, so that only the
+predicted structure is scored; then F1 by sentence length and, for a checkpoint, the share of
+outputs that had to be repaired (`malformed`, 0 with constrained decoding). With --json the
+last line is one JSON object: recall, precision, f1, f1_le40, complete_match, matched, gold,
+test (bracket counts), sentences, errors, …
+
+    python apps/evaluate.py captioning --checkpoint best.ckpt --source data/flickr8k --split test
+    python apps/evaluate.py captioning --checkpoint best.ckpt --source data/shapes --split holdout
+
+Captioning prints corpus BLEU-1…4 and CIDEr-D on the coco-caption conventions (×100, see
+`seqtasks.metrics.captioning`), METEOR when pycocoevalcap and Java are there, and on the shapes
+world exact match, truthfulness and the attention hit rate (`seqtasks.metrics.shapes`). With
+--nearest-neighbour it also scores the baseline that gives each image the first training caption
+of the training image whose pooled backbone feature is most similar (cosine). With --json the
+last line is one JSON object: bleu1…bleu4, cider, meteor, images, …
 """
 
 from __future__ import annotations
@@ -19,12 +40,27 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.data.captions import (
+    TEST_IMAGES,
+    VAL_IMAGES,
+    CaptionedImage,
+    load_image,
+    read_captions,
+)
 from seqtasks.data.text import read_parallel
 from seqtasks.files import write_atomic
+from seqtasks.metrics import parseval
 from seqtasks.metrics.bleu import bleu_by_source_length, score_corpus
+from seqtasks.metrics.captioning import score_captions
+from seqtasks.metrics.shapes import judge, summarise
 from seqtasks.plots import plot_bleu_by_length
+from seqtasks.tasks.captioning import CaptioningTask
+from seqtasks.tasks.parsing import ParsingTask
 from seqtasks.tasks.translation import TranslationTask
+from seqtasks.trees import NONE_TAG, TreebankError, read_treebank, to_line
 
 
 def evaluate_translation(args: argparse.Namespace) -> int:
@@ -79,6 +115,159 @@ def evaluate_translation(args: argparse.Namespace) -> int:
     return 0
 
 
+def evaluate_parsing(args: argparse.Namespace) -> int:
+    try:
+        golds = read_treebank(args.gold)
+        if args.pred:
+            preds = read_treebank(args.pred)
+            if len(preds) != len(golds):
+                raise ValueError(
+                    f"{args.gold} has {len(golds)} trees but {args.pred} has {len(preds)}"
+                )
+        else:
+            model = load_task(args.checkpoint, ParsingTask, "parsing", args.device)
+    except (CheckpointError, FileNotFoundError, TreebankError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    report: dict = {"gold_file": str(args.gold)}
+    if args.pred:
+        report["pred_file"] = str(args.pred)
+        malformed = None
+    else:
+        leaves = [[(w, t) for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
+        words = [[w for w, _ in pairs] for pairs in leaves]
+        tags = [[t for _, t in pairs] for pairs in leaves]
+        parses = model.parse(words, beam_size=args.beam, tags=tags)
+        preds = [p.tree for p in parses]
+        malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
+        report |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
+        if args.output:
+            write_atomic(args.output, "".join(to_line(t) + "\n" for t in preds))
+
+    scores = parseval.score_corpus(golds, preds)
+    buckets = parseval.f1_by_length(scores, args.buckets)
+    print(parseval.summary(scores))
+    if malformed is not None:
+        print(f"\nMalformed output (repaired) = {malformed:6.2f} %")
+    print("\nsentence length   sentences      F1")
+    for bucket in buckets:
+        print(f"{bucket.label:>15}   {bucket.sentences:>9}   {bucket.f1:6.2f}")
+    every, short = scores.all, scores.short
+    report |= {
+        "recall": every.recall,
+        "precision": every.precision,
+        "f1": every.f1,
+        "complete_match": every.complete_match,
+        "tagging_accuracy": every.tagging_accuracy,
+        "matched": every.matched,
+        "gold": every.gold,
+        "test": every.test,
+        "sentences": every.sentences,
+        "valid": every.valid,
+        "errors": every.errors,
+        "skipped": every.skipped,
+        "recall_le40": short.recall,
+        "precision_le40": short.precision,
+        "f1_le40": short.f1,
+        "complete_match_le40": short.complete_match,
+        "sentences_le40": short.sentences,
+        "malformed": malformed,
+        "by_length": [asdict(b) for b in buckets],
+    }
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+def _images(
+    model: CaptioningTask, images: list[CaptionedImage], start: int, size: int
+) -> torch.Tensor:
+    """(B, 3, S, S) the images start … start + size at the model's image size."""
+    chunk = images[start : start + size]
+    return torch.stack([load_image(image.path, model.image_size) for image in chunk])
+
+
+@torch.no_grad()
+def nearest_neighbour(
+    model: CaptioningTask, train: list[CaptionedImage], test: list[CaptionedImage], batch: int
+) -> list[str]:
+    """For each test image, the first caption of the training image whose pooled backbone
+    feature (the feature map averaged over the grid) is most similar by cosine."""
+
+    def pooled(images: list[CaptionedImage]) -> torch.Tensor:
+        features = [
+            model.encoder.extract(_images(model, images, i, batch).to(model.device)).mean((2, 3))
+            for i in range(0, len(images), batch)
+        ]
+        return torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
+
+    nearest = (pooled(test) @ pooled(train).T).argmax(dim=1).tolist()
+    return [train[j].captions[0] for j in nearest]
+
+
+def evaluate_captioning(args: argparse.Namespace) -> int:
+    try:
+        model = load_task(args.checkpoint, CaptioningTask, "captioning", args.device)
+        splits = read_captions(args.source, args.image_dir, args.val_images, args.test_images)
+        if args.split not in splits:
+            raise ValueError(f"{args.source} has no split '{args.split}' (it has {sorted(splits)})")
+        images = splits[args.split]
+        shapes = all(image.scene is not None for image in images)
+        captions = []
+        for start in range(0, len(images), args.batch_size):
+            pixels = _images(model, images, start, args.batch_size)
+            captions += model.caption(pixels, args.beam, return_attention=shapes)
+        baseline = None
+        if args.nearest_neighbour:
+            if "train" not in splits:
+                raise ValueError(f"{args.source} has no training split for the baseline")
+            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size)
+    except (CheckpointError, OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    references = [image.captions for image in images]
+    scores = score_captions([c.text for c in captions], references, with_meteor=args.meteor)
+    report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam}
+    report |= asdict(scores)
+    print(f"== {args.checkpoint} on {args.source}, {args.split} split, beam {args.beam}")
+    print(f"images = {scores.images}")
+    for n in range(1, 5):
+        print(f"BLEU-{n} = {getattr(scores, f'bleu{n}'):.2f}")
+    print(f"CIDEr-D = {scores.cider:.2f}")
+    if args.meteor:
+        meteor = (
+            "not computed (needs pycocoevalcap and Java)"
+            if scores.meteor is None
+            else f"{scores.meteor:.2f}"
+        )
+        print(f"METEOR = {meteor}")
+    if shapes:
+        judged = summarise(
+            [
+                judge(c.words, image.captions, image.scene, c.attention, c.grid)
+                for c, image in zip(captions, images)
+            ]
+        )
+        report |= judged
+        for name, value in judged.items():
+            print(f"{name.replace('_', ' ')} = {value:.2f} %")
+    if baseline is not None:
+        nn_scores = score_captions(baseline, references)
+        report["nearest_neighbour"] = asdict(nn_scores)
+        print(f"nearest-neighbour baseline: BLEU-4 = {nn_scores.bleu4:.2f}")
+        print(f"nearest-neighbour baseline: CIDEr-D = {nn_scores.cider:.2f}")
+    if args.output:
+        lines = [
+            json.dumps({"image": str(i.path), "caption": c.text}) for i, c in zip(images, captions)
+        ]
+        write_atomic(args.output, "".join(line + "\n" for line in lines))
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     tasks = parser.add_subparsers(dest="task", required=True)
@@ -99,9 +288,55 @@ def main(argv: list[str] | None = None) -> int:
     translation.add_argument("--output", type=Path, help="write the translations here")
     translation.add_argument("--device", default="auto")
     translation.add_argument("--json", action="store_true")
+
+    parsing = tasks.add_parser("parsing", help="EVALB bracket scores (COLLINS.prm)")
+    parsing.add_argument("--gold", required=True, type=Path, help="gold trees")
+    source = parsing.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
+    source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
+    parsing.add_argument("--beam", type=int, default=10)
+    parsing.add_argument(
+        "--buckets",
+        type=int,
+        nargs="+",
+        default=[10, 20, 30, 40],
+        help="upper bounds of the sentence-length buckets, in words",
+    )
+    parsing.add_argument("--output", type=Path, help="write the checkpoint's trees here")
+    parsing.add_argument("--device", default="auto")
+    parsing.add_argument("--json", action="store_true")
+
+    captioning = tasks.add_parser("captioning", help="BLEU-1…4, CIDEr-D, METEOR; shapes scores")
+    captioning.add_argument("--checkpoint", required=True, type=Path)
+    captioning.add_argument(
+        "--source", required=True, type=Path, help="a captions.txt folder or a Karpathy .json"
+    )
+    captioning.add_argument("--split", default="test")
+    captioning.add_argument("--image-dir", type=Path, help="where the images are, if elsewhere")
+    captioning.add_argument(
+        "--val-images", type=int, default=VAL_IMAGES, help="split sizes for a source without splits"
+    )
+    captioning.add_argument("--test-images", type=int, default=TEST_IMAGES)
+    captioning.add_argument("--beam", type=int, default=3)
+    captioning.add_argument("--batch-size", type=int, default=32, help="images per batch")
+    captioning.add_argument(
+        "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"
+    )
+    captioning.add_argument(
+        "--nearest-neighbour", action="store_true", help="also score the nearest-neighbour baseline"
+    )
+    captioning.add_argument("--output", type=Path, help="write the captions here (JSON lines)")
+    captioning.add_argument("--device", default="auto")
+    captioning.add_argument("--json", action="store_true")
+
     args = parser.parse_args(argv)
     args.device = resolve_device(args.device)
-    return evaluate_translation(args)
+    evaluate = {
+        "translation": evaluate_translation,
+        "parsing": evaluate_parsing,
+        "captioning": evaluate_captioning,
+    }[args.task]
+    return evaluate(args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Figures: attention heat maps and BLEU by source length. Files are written atomically."""
+"""Figures: attention heat maps (over text, or laid over an image) and BLEU by source length.
+Files are written atomically."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from seqtasks.files import temporary_path  # noqa: E402
@@ -59,4 +61,39 @@ def plot_bleu_by_length(
     axes.set_ylabel("BLEU")
     axes.grid(alpha=0.3)
     axes.legend()
+    return _save(figure, path)
+
+
+def plot_caption_attention(
+    image: Tensor,
+    words: Sequence[str],
+    attention: Tensor,
+    grid: tuple[int, int],
+    path: str | Path,
+    columns: int = 5,
+) -> Path:
+    """The image with its caption, then one panel per word: the attention behind the word,
+    an (H, W) map upsampled bilinearly to the image and laid over it (scaled to its own peak,
+    whose value α is in the panel's title).
+
+    Args:
+        image: (3, S, S) RGB in [0, 1].
+        words: the caption's words, one per row of `attention`.
+        attention: (T, L) the weights over the L = H·W grid cells.
+        grid: (H, W).
+    """
+    maps = attention.detach().float().cpu().view(-1, 1, *grid)  # (T, 1, H, W)
+    maps = F.interpolate(maps, size=image.shape[-2:], mode="bilinear", align_corners=False)
+    picture = image.detach().float().cpu().permute(1, 2, 0).numpy()
+    panels = len(words) + 1
+    rows = -(-panels // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows), squeeze=False)
+    for axis in axes.flat:
+        axis.axis("off")
+    axes.flat[0].imshow(picture)
+    axes.flat[0].set_title(" ".join(words), fontsize=7, wrap=True)
+    for axis, word, heat, peak in zip(axes.flat[1:], words, maps[:, 0], attention.amax(-1)):
+        axis.imshow(picture)
+        axis.imshow(heat / heat.max().clamp(min=1e-12), cmap="inferno", alpha=0.6, vmin=0, vmax=1)
+        axis.set_title(f"{word} (α {float(peak):.2f})", fontsize=8)
     return _save(figure, path)

@@ -2,12 +2,15 @@
 
 Each function decodes a whole batch at once and returns, for every input, a list of
 `Hypothesis` (one for greedy and sampling, up to `n_best` for beam search), best first.
+An optional `Constraint` removes tokens from the choice at every step (their log-probability
+becomes −inf; the others keep theirs), e.g. to allow only well-formed bracket sequences.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -32,6 +35,31 @@ class Hypothesis:
     score: float
     attention: Tensor | None = None
     finished: bool = True
+
+
+class Constraint(Protocol):
+    """Which tokens each search row may choose next. Like a decoder's, its state has a row per
+    hypothesis (R = B·K, K adjacent per input) and follows the search's choices."""
+
+    def init_state(self, max_length: Tensor, beam_size: int) -> Any:
+        """The state before the first step, given the search's (B,) length limits."""
+
+    def allowed(self, state: Any) -> Tensor:
+        """(R, V) bool, true for the tokens row r may choose next (at least one per row)."""
+
+    def advance(self, state: Any, tokens: Tensor) -> Any:
+        """The state after row r chose tokens[r] (R,)."""
+
+    def reorder(self, state: Any, index: Tensor) -> Any:
+        """Row r of the new state takes old row index[r] (as `Decoder.reorder`)."""
+
+
+def _log_probs(logits: Tensor, constraint: Constraint | None, state: Any) -> Tensor:
+    """(R, V) log-softmax of the logits; −inf where the constraint, if any, forbids a token."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    if constraint is None:
+        return log_probs
+    return log_probs.masked_fill(~constraint.allowed(state), float("-inf"))
 
 
 def max_lengths(memory: Memory, ratio: float, offset: int) -> Tensor:
@@ -60,13 +88,16 @@ def _one_path(
     max_length: int | Tensor,
     pick: Callable[[Tensor], Tensor],
     return_attention: bool,
+    constraint: Constraint | None,
 ) -> list[list[Hypothesis]]:
     """Extend one hypothesis per input, choosing each token with `pick(log_probs)`; inputs that
     are finished leave the batch, so the remaining steps cost only what is still running."""
     batch, device = memory.states.size(0), memory.states.device
-    limits = _as_limits(max_length, batch, device).tolist()
+    limit_tensor = _as_limits(max_length, batch, device)
+    limits = limit_tensor.tolist()
     valid = memory.lengths.tolist()
     state = decoder.init_state(memory)
+    constraint_state = constraint.init_state(limit_tensor, 1) if constraint is not None else None
     prev = torch.full((batch,), bos, dtype=torch.long, device=device)
     active = list(range(batch))  # input of each row
     tokens: list[list[int]] = [[] for _ in range(batch)]
@@ -74,8 +105,10 @@ def _one_path(
     scores, ended = [0.0] * batch, [False] * batch
     for _ in range(max(limits)):
         logits, state, alpha = decoder.step(prev, state)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (R, V)
+        log_probs = _log_probs(logits, constraint, constraint_state)  # (R, V)
         choice = pick(log_probs)  # (R,)
+        if constraint is not None:
+            constraint_state = constraint.advance(constraint_state, choice)
         chosen = log_probs.gather(1, choice[:, None])[:, 0].tolist()
         still = []
         for row, (b, token) in enumerate(zip(active, choice.tolist())):
@@ -93,6 +126,8 @@ def _one_path(
         if len(still) < len(active):
             index = torch.tensor(still, device=device)
             state, choice = decoder.reorder(state, index), choice[index]
+            if constraint is not None:
+                constraint_state = constraint.reorder(constraint_state, index)
             active = [active[row] for row in still]
         prev = choice
     return [
@@ -115,10 +150,18 @@ def greedy(
     eos: int,
     max_length: int | Tensor,
     return_attention: bool = False,
+    constraint: Constraint | None = None,
 ) -> list[list[Hypothesis]]:
-    """The most probable next token at every step, for a whole batch at once."""
+    """The most probable (allowed) next token at every step, for a whole batch at once."""
     return _one_path(
-        decoder, memory, bos, eos, max_length, lambda lp: lp.argmax(-1), return_attention
+        decoder,
+        memory,
+        bos,
+        eos,
+        max_length,
+        lambda lp: lp.argmax(-1),
+        return_attention,
+        constraint,
     )
 
 
@@ -132,6 +175,7 @@ def sample(
     top_k: int = 0,
     generator: torch.Generator | None = None,
     return_attention: bool = False,
+    constraint: Constraint | None = None,
 ) -> list[list[Hypothesis]]:
     """Ancestral sampling, optionally from the `top_k` tokens only, at `temperature`."""
 
@@ -142,7 +186,7 @@ def sample(
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
         return torch.multinomial(scaled.softmax(-1), 1, generator=generator)[:, 0]
 
-    return _one_path(decoder, memory, bos, eos, max_length, pick, return_attention)
+    return _one_path(decoder, memory, bos, eos, max_length, pick, return_attention, constraint)
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -175,6 +219,7 @@ def beam_search(
     alpha: float = 1.0,
     n_best: int = 1,
     return_attention: bool = False,
+    constraint: Constraint | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: all inputs and all K beams advance together as B·K rows.
 
@@ -189,9 +234,11 @@ def beam_search(
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
     batch, k, device = memory.states.size(0), beam_size, memory.states.device
-    limits = _as_limits(max_length, batch, device).tolist()
+    limit_tensor = _as_limits(max_length, batch, device)
+    limits = limit_tensor.tolist()
     valid = memory.lengths.tolist()
     state = decoder.init_state(memory, beam_size=k)
+    constraint_state = constraint.init_state(limit_tensor, k) if constraint is not None else None
     active = list(range(batch))  # input of each group of K rows
     scores = torch.full((batch, k), float("-inf"), device=device)  # (n, K) for n active inputs
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
@@ -212,7 +259,7 @@ def beam_search(
     for t in range(max(limits)):
         n = len(active)
         logits, state, weights = decoder.step(prev, state)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)  # (n·K, V)
+        log_probs = _log_probs(logits, constraint, constraint_state)  # (n·K, V)
         vocab = log_probs.size(-1)
         candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)  # (n, K·V)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
@@ -263,5 +310,7 @@ def beam_search(
             scores = scores[still]
             active = [active[g] for g in still]
         state = decoder.reorder(state, rows)
+        if constraint is not None:
+            constraint_state = constraint.advance(constraint.reorder(constraint_state, rows), prev)
 
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]

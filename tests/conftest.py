@@ -117,3 +117,31 @@ def toy_data_dir(multi30k_lines, toy_tokenizers, tmp_path_factory) -> Path:
         "test_2016_flickr": (de[320:340], en[320:340]),
     }
     return write_toy_corpus(tmp_path_factory.mktemp("toy"), toy_tokenizers, splits)
+
+
+def prepare_ptb(out: Path) -> Path:
+    """The shared PTB sample prepared into `out` by data_prep/ptb.py (once per folder): train
+    wsj_0001–0159 (3,396 trees), dev wsj_0160–0179 (273 trees)."""
+    if not (out / "dev.mrg").is_file():
+        source = _require(Path(__file__).resolve().parents[2] / "shared/data/ptb_sample", "PTB")
+        result = subprocess.run(
+            [sys.executable, str(REPO / "data_prep" / "ptb.py"), "--source", str(source)]
+            + ["--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def ptb_dir(tmp_path_factory) -> Path:
+    """The PTB sample as `ParsingData` reads it: {train,dev}.mrg and .txt."""
+    return prepare_ptb(tmp_path_factory.mktemp("ptb"))
+
+
+def flickr8k_subset() -> Path:
+    """The shared Flickr8k subset: 900 photos in images/ and captions.txt (5 captions each)."""
+    return _require(Path(__file__).resolve().parents[2] / "shared/data/flickr8k_subset", "Flickr8k")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import flickr8k_subset, prepare_ptb
 
-from seqtasks.data import DatesData, TranslationData
+from seqtasks.data import CaptionData, DatesData, ParsingData, ShapesData, TranslationData
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("**/*.yaml"))
@@ -50,6 +51,19 @@ def data_overrides(config: Path, multi30k_dir: Path, tmp_path: Path) -> list[str
         ]
     if issubclass(cls, TranslationData):
         return ["--data.init_args.data_dir", str(multi30k_dir), *SMALL_BATCHES]
+    if issubclass(cls, ParsingData):
+        return ["--data.init_args.data_dir", str(prepare_ptb(tmp_path / "ptb")), *SMALL_BATCHES]
+    if issubclass(cls, ShapesData):  # generates a small world into data_dir
+        sizes = [f"--data.init_args.num_{split}=8" for split in ("train", "val", "test", "holdout")]
+        return ["--data.init_args.data_dir", str(tmp_path / "shapes"), *sizes]
+    if issubclass(cls, CaptionData):  # the shared photos, with an untrained, uncached backbone
+        return [
+            "--data.init_args.source",
+            str(flickr8k_subset()),
+            "--data.init_args.feature_cache=null",
+            "--data.init_args.batch_size=4",
+            "--model.init_args.encoder.init_args.pretrained=false",
+        ]
     pytest.fail(f"{config}: test_cli.py does not know how to give data to {cls.__name__}")
 
 

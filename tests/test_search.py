@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -368,3 +369,48 @@ def test_beam_does_not_stop_while_a_live_hypothesis_is_better(beam_size, alpha):
         assert hyp.tokens == best
         assert hyp.finished
         assert hyp.score == pytest.approx(best_score / length_penalty(4, alpha), abs=1e-5)
+
+
+class Forbid:
+    """A `Constraint` that never allows `token` and allows everything else."""
+
+    def __init__(self, token: int | None):
+        self.token = token
+
+    def init_state(self, max_length, beam_size):
+        return torch.zeros(len(max_length) * beam_size, dtype=torch.long)  # steps taken
+
+    def allowed(self, state):
+        mask = torch.ones(len(state), VOCAB, dtype=torch.bool)
+        if self.token is not None:
+            mask[:, self.token] = False
+        return mask
+
+    def advance(self, state, tokens):
+        return state + 1
+
+    def reorder(self, state, index):
+        return state.index_select(0, index)
+
+
+@pytest.mark.parametrize("case", ["plain", "mixed", "mixed-luong"])
+def test_constraints(case):
+    encoder, decoder = make_model(**CASES[case])
+    memory = encode(encoder)
+    runs = {
+        "greedy": partial(greedy, decoder, memory, BOS, EOS, 8),
+        "beam": partial(beam_search, decoder, memory, BOS, EOS, 8, beam_size=3, n_best=3),
+        "sample": partial(sample, decoder, memory, BOS, EOS, 8, generator=torch.Generator()),
+    }
+    for name, run in runs.items():
+        free, anything = run(), run(constraint=Forbid(None))
+        if name != "sample":
+            assert [[h.tokens for h in n] for n in free] == [
+                [h.tokens for h in n] for n in anything
+            ]
+        used = {t for nbest in free for h in nbest for t in h.tokens}
+        token = max(used, key=lambda t: sum(t in h.tokens for n in free for h in n))
+        assert all(token not in h.tokens for n in run(constraint=Forbid(token)) for h in n)
+    greedy_out = runs["greedy"](constraint=Forbid(5))
+    beam_out = beam_search(decoder, memory, BOS, EOS, 8, 1, alpha=0.0, constraint=Forbid(5))
+    assert [g[0].tokens for g in greedy_out] == [b[0].tokens for b in beam_out]

@@ -1,7 +1,18 @@
 """Data: tokenisers, bucketed batching, and one DataModule per task."""
 
+from seqtasks.data.captioning import CaptionData, ShapesData
 from seqtasks.data.dates import DatesData
+from seqtasks.data.parsing import ParsingData
 from seqtasks.data.tokenizer import SentencePieceTokenizer, train_sentencepiece
 from seqtasks.data.translation import Batch, TranslationData
 
-__all__ = ["Batch", "DatesData", "SentencePieceTokenizer", "TranslationData", "train_sentencepiece"]
+__all__ = [
+    "Batch",
+    "CaptionData",
+    "DatesData",
+    "ParsingData",
+    "SentencePieceTokenizer",
+    "ShapesData",
+    "TranslationData",
+    "train_sentencepiece",
+]

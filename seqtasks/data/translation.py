@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import lightning as L
 import torch
@@ -46,16 +48,24 @@ class Example:
     tgt_text: str
 
 
-class ParallelDataset(Dataset):
-    """Tokenised sentence pairs, held in memory."""
+class Pair(Protocol):
+    """An example with a token-id source and target, as `ParallelDataset` holds them."""
 
-    def __init__(self, examples: list[Example]):
+    src: list[int]
+    tgt: list[int]
+
+
+class ParallelDataset(Dataset):
+    """Tokenised (source, target) examples, held in memory: sentence pairs here, sentences and
+    their linearised trees in parsing."""
+
+    def __init__(self, examples: Sequence[Pair]):
         self.examples = examples
 
     def __len__(self) -> int:
         return len(self.examples)
 
-    def __getitem__(self, i: int) -> tuple[int, Example]:
+    def __getitem__(self, i: int) -> tuple[int, Pair]:
         return i, self.examples[i]
 
     def lengths(self) -> list[int]:

@@ -17,10 +17,14 @@ class DecoderOutput:
     Attributes:
         logits: (B, T, V) unnormalised scores of the next token at every position.
         attention: (B, T, S) the attention weights, or None for a decoder without attention.
+        choice_log_prob: (B, T) log-probability of the stochastic choice the decoder made at
+            each step (hard attention's sampled location), 0 where it made none; None for a
+            deterministic decoder. The task trains these choices by REINFORCE.
     """
 
     logits: Tensor
     attention: Tensor | None = None
+    choice_log_prob: Tensor | None = None
 
 
 class Decoder(nn.Module):

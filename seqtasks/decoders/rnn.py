@@ -34,6 +34,21 @@ def top_layer(hidden: Hidden) -> Tensor:
     return h[-1]
 
 
+def lstm_step(rnn: nn.LSTM, x: Tensor, hidden: tuple[Tensor, Tensor]) -> tuple[Tensor, Hidden]:
+    """One step of a one-layer `nn.LSTM` as the fused cell `nn.LSTMCell` uses, with the same
+    weights: (R, input) and (h, c) of (1, R, H) -> h_t (R, H) and the new (h, c). On a CPU it is
+    about twice as fast as running the `nn.LSTM` over a sequence of length 1."""
+    h, c = torch.lstm_cell(
+        x,
+        (hidden[0][0], hidden[1][0]),
+        rnn.weight_ih_l0,
+        rnn.weight_hh_l0,
+        rnn.bias_ih_l0,
+        rnn.bias_hh_l0,
+    )
+    return h, (h[None], c[None])
+
+
 def _select_rows(hidden: Hidden, index: Tensor) -> Hidden:
     if isinstance(hidden, tuple):
         return tuple(h.index_select(1, index) for h in hidden)  # type: ignore[return-value]
@@ -65,6 +80,7 @@ class RNNDecoder(Decoder):
         memory_dim: width of the annotations (the encoder's `out_dim`, given by the task).
         rnn_input_dim: width of the RNN input at each step (set by the subclass).
         embed_dim, hidden_size, num_layers, cell, dropout, pad_id: as in the subclasses.
+        init_cell: start LSTM cells at tanh(W_c c) too (Xu et al. 2015) instead of at zero.
     """
 
     def __init__(
@@ -78,6 +94,7 @@ class RNNDecoder(Decoder):
         cell: Literal["gru", "lstm"],
         dropout: float,
         pad_id: int,
+        init_cell: bool = False,
     ):
         super().__init__()
         self.vocab_size = vocab_size
@@ -86,6 +103,7 @@ class RNNDecoder(Decoder):
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.init_hidden = nn.Linear(memory_dim, num_layers * hidden_size)
+        self.init_cell = nn.Linear(memory_dim, num_layers * hidden_size) if init_cell else None
         rnn_class = nn.GRU if cell == "gru" else nn.LSTM
         self.rnn = rnn_class(
             rnn_input_dim,
@@ -97,10 +115,18 @@ class RNNDecoder(Decoder):
 
     def initial_hidden(self, summary: Tensor, beam_size: int = 1) -> Hidden:
         """(B, D) summary c -> s_0 = tanh(W_s c) for every layer and each of the `beam_size`
-        rows of an input (LSTM cells start at zero)."""
-        h0 = torch.tanh(self.init_hidden(summary)).repeat_interleave(beam_size, 0)  # (R, l·H)
-        h0 = h0.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (l, R, H)
-        return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
+        rows of an input (LSTM cells start at tanh(W_c c) with `init_cell`, else at zero)."""
+        h0 = self._per_layer(self.init_hidden, summary, beam_size)
+        if self.cell == "gru":
+            return h0
+        if self.init_cell is None:
+            return h0, torch.zeros_like(h0)
+        return h0, self._per_layer(self.init_cell, summary, beam_size)
+
+    def _per_layer(self, linear: nn.Linear, summary: Tensor, beam_size: int) -> Tensor:
+        """tanh(W c) for every layer and row: (B, D) -> (l, R, H)."""
+        x = torch.tanh(linear(summary)).repeat_interleave(beam_size, 0)  # (R, l·H)
+        return x.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (l, R, H)
 
     def attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
         """(R, H) queries, K adjacent ones per input -> context (R, D) and weights (R, S).

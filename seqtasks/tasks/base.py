@@ -15,7 +15,7 @@ from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder
 from seqtasks.memory import Memory
-from seqtasks.search import Hypothesis, beam_search, greedy, max_lengths
+from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
 
 
 class EncoderDecoderTask(L.LightningModule):
@@ -33,6 +33,10 @@ class EncoderDecoderTask(L.LightningModule):
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
         torch_compile: compile the encoder's and decoder's forward passes with `torch.compile`
             (dynamic shapes, since every batch has its own lengths); search steps stay eager.
+        attention_penalty: λ of the doubly stochastic attention penalty (Xu et al. 2015, §4.2.1).
+        entropy_weight: λ_e of the entropy bonus on the attention (Xu et al. 2015, §4.1).
+        reward_scale: λ_r of the REINFORCE term for a decoder's stochastic choices.
+        (`loss` says how the three enter the objective; 0 turns a term off.)
     """
 
     encoder: Encoder
@@ -50,6 +54,9 @@ class EncoderDecoderTask(L.LightningModule):
         max_length_ratio: float,
         max_length_offset: int,
         torch_compile: bool = False,
+        attention_penalty: float = 0.0,
+        entropy_weight: float = 0.0,
+        reward_scale: float = 1.0,
     ):
         super().__init__()
         self.torch_compile = torch_compile
@@ -60,6 +67,10 @@ class EncoderDecoderTask(L.LightningModule):
         self.val_beam, self.test_beam = val_beam, test_beam
         self.length_alpha = length_alpha
         self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
+        self.attention_penalty = attention_penalty
+        self.entropy_weight = entropy_weight
+        self.reward_scale = reward_scale
+        self.reward_baseline: Tensor | None = None  # b of the REINFORCE rule, set by `loss`
         self._eval_outputs: list[tuple[int, str, str, str]] = []
 
     def configure_model(self) -> None:
@@ -72,21 +83,73 @@ class EncoderDecoderTask(L.LightningModule):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> DecoderOutput:
         return self.decoder(self.encoder(src, src_mask), tgt_in)
 
-    def token_loss(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-        """Label-smoothed cross-entropy per target token; returns (mean loss, token count)."""
-        total = F.cross_entropy(
+    def encode(self, batch: Any) -> Memory:
+        """The batch's inputs as `Memory` (a task whose batches hold other inputs overrides it)."""
+        return self.encoder(batch.src, batch.src_mask)
+
+    @staticmethod
+    def token_nll(logits: Tensor, targets: Tensor, label_smoothing: float = 0.0) -> Tensor:
+        """(B, T, V) logits, (B, T) targets -> (B, T) cross-entropy per token, 0 on padding."""
+        return F.cross_entropy(
             logits.flatten(0, 1).float(),
             targets.flatten(),
             ignore_index=PAD_ID,
-            label_smoothing=self.label_smoothing,
-            reduction="sum",
-        )
+            label_smoothing=label_smoothing,
+            reduction="none",
+        ).view_as(targets)
+
+    def token_loss(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        """Label-smoothed cross-entropy per target token; returns (mean loss, token count)."""
+        total = self.token_nll(logits, targets, self.label_smoothing).sum()
         tokens = (targets != PAD_ID).sum()
         return total / tokens.clamp(min=1), tokens
 
+    def loss(self, output: DecoderOutput, targets: Tensor, source_mask: Tensor) -> Tensor:
+        """The training objective per target token. To the summed label-smoothed cross-entropy
+        it adds the terms of Xu et al. (2015, §4), each summed over the batch like the words,
+        so that their weight relative to log p(y) is the paper's:
+
+            + λ Σ_i (1 − Σ_t α_ti)²                        doubly stochastic attention
+            − λ_e Σ_t H(α_t)                               entropy bonus
+            − λ_r (log p(y | s) − b) Σ_t log p(s_t)        REINFORCE for the choices s
+
+        and divides by the number of target tokens. The sums over t skip padding, the sum
+        over i padded source positions. REINFORCE applies in training to a decoder that
+        reports choices (`choice_log_prob`): its reward is the unsmoothed log-likelihood of the
+        caption given the choices, and b a moving average of it, b ← 0.9 b + 0.1 · batch mean
+        (starting from the first batch's mean).
+        """
+        mask = targets != PAD_ID  # (B, T)
+        nll = self.token_nll(output.logits, targets, self.label_smoothing)  # (B, T)
+        total = nll.sum()
+        if output.attention is not None and (self.attention_penalty or self.entropy_weight):
+            alpha = output.attention.float() * mask[:, :, None]  # (B, T, S)
+            if self.attention_penalty:
+                coverage = alpha.sum(dim=1)  # (B, S) Σ_t α_ti
+                total = total + self.attention_penalty * ((1 - coverage) ** 2)[source_mask].sum()
+            if self.entropy_weight:  # H(α_t); the clamp keeps the gradient finite at α = 0
+                entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum()
+                total = total - self.entropy_weight * entropy
+        if output.choice_log_prob is not None and self.training and self.reward_scale:
+            if self.label_smoothing:
+                nll = self.token_nll(output.logits, targets)
+            reward = -nll.sum(dim=1).detach()  # (B,) log p(y | s, a)
+            advantage = reward - self._update_baseline(reward)  # (B,)
+            choices = (output.choice_log_prob * mask).sum(dim=1)  # (B,) Σ_t log p(s_t)
+            total = total - self.reward_scale * (advantage * choices).sum()
+        return total / mask.sum().clamp(min=1)
+
+    def _update_baseline(self, reward: Tensor) -> Tensor:
+        """The baseline b for this batch, then b ← 0.9 b + 0.1 · mean reward."""
+        mean = reward.mean()
+        baseline = mean if self.reward_baseline is None else self.reward_baseline
+        self.reward_baseline = 0.9 * baseline + 0.1 * mean
+        return baseline
+
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        output = self(batch.src, batch.src_mask, batch.tgt_in)
-        loss, _ = self.token_loss(output.logits, batch.tgt_out)
+        memory = self.encode(batch)
+        output = self.decoder(memory, batch.tgt_in)
+        loss = self.loss(output, batch.tgt_out, memory.mask)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
         if not torch.isfinite(loss):
             raise FloatingPointError(
@@ -101,8 +164,12 @@ class EncoderDecoderTask(L.LightningModule):
         if 0 < self.trainer.max_steps <= self.global_step:
             self.trainer.should_stop = True
 
+    def parameter_groups(self) -> Any:
+        """What the optimiser is built from: all parameters, or groups with their own settings."""
+        return self.parameters()
+
     def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer(self.parameters())
+        optimizer = self.optimizer(self.parameter_groups())
         if self.lr_scheduler is None:
             return optimizer
         scheduler = self.lr_scheduler(optimizer)
@@ -122,11 +189,23 @@ class EncoderDecoderTask(L.LightningModule):
         n_best: int = 1,
         return_attention: bool = False,
     ) -> list[list[Hypothesis]]:
-        """Encode a padded batch and search: greedy for beam 1, batched beam search otherwise."""
-        memory: Memory = self.encoder(src, src_mask)
-        limit = max_lengths(memory, self.max_length_ratio, self.max_length_offset)
+        """Encode a padded batch and `search`."""
+        return self.search(self.encoder(src, src_mask), beam_size, n_best, return_attention)
+
+    @torch.no_grad()
+    def search(
+        self,
+        memory: Memory,
+        beam_size: int = 1,
+        n_best: int = 1,
+        return_attention: bool = False,
+    ) -> list[list[Hypothesis]]:
+        """Greedy search for beam 1, batched beam search otherwise, within `search_limits`
+        and under the task's `search_constraint`."""
+        limit = self.search_limits(memory)
+        constraint = self.search_constraint(memory)
         if beam_size == 1 and n_best == 1:
-            return greedy(self.decoder, memory, BOS_ID, EOS_ID, limit, return_attention)
+            return greedy(self.decoder, memory, BOS_ID, EOS_ID, limit, return_attention, constraint)
         return beam_search(
             self.decoder,
             memory,
@@ -137,7 +216,16 @@ class EncoderDecoderTask(L.LightningModule):
             self.length_alpha,
             n_best,
             return_attention,
+            constraint,
         )
+
+    def search_limits(self, memory: Memory) -> Tensor:
+        """(B,) output length limits: ratio · input length + offset."""
+        return max_lengths(memory, self.max_length_ratio, self.max_length_offset)
+
+    def search_constraint(self, memory: Memory) -> Constraint | None:
+        """What the outputs must obey (a task with an output grammar overrides this)."""
+        return None
 
     # ---- evaluation: results are gathered from every process, then scored once -------------
     def gathered_outputs(self) -> list[tuple[int, str, str, str]]:

@@ -1,0 +1,134 @@
+"""Caption images with a trained checkpoint: one JSON record per image.
+
+    python apps/caption.py photo.jpg more_photos/ --checkpoint best.ckpt
+    python apps/caption.py photos/ --checkpoint best.ckpt --beam 3 --out captions.jsonl \\
+        --attention-maps maps/
+
+The model is loaded once and the images captioned in batches, at the size it was trained on.
+A folder stands for the image files in it (by extension, sorted). Each image gives a record
+{"image", "caption", "score"}, in input order; an image that cannot be read gives
+{"image", "error"}, is reported on stderr and makes the exit status 1, and the other images are
+still captioned. --out is written whole or not at all (to a temporary name, renamed when
+complete). With --attention-maps, one PNG per image with a panel per word: the word's attention
+map upsampled and laid over the image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.data.captions import load_image
+from seqtasks.files import write_atomic
+from seqtasks.plots import plot_caption_attention
+from seqtasks.tasks.captioning import CaptioningTask
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--beam", type=int, default=3, help="beam size; 1 = greedy")
+    parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
+    parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
+    parser.add_argument("--batch-size", type=int, default=16, help="images per batch")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
+    args = parser.parse_args(argv)
+    if args.beam < 1 or args.batch_size < 1:
+        parser.error("need --beam >= 1 and --batch-size >= 1")
+    return args
+
+
+def expand(inputs: list[Path]) -> list[Path]:
+    """Files as given; folders as the image files in them, sorted."""
+    paths = []
+    for path in inputs:
+        if path.is_dir():
+            paths += sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        else:
+            paths.append(path)
+    return paths
+
+
+def map_names(paths: list[Path]) -> list[str]:
+    """A distinct PNG name per image: its stem, numbered when stems repeat."""
+    names, seen = [], {}
+    for path in paths:
+        seen[path.stem] = seen.get(path.stem, 0) + 1
+        suffix = "" if seen[path.stem] == 1 else f"-{seen[path.stem]}"
+        names.append(f"{path.stem}{suffix}.png")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        model = load_task(
+            args.checkpoint, CaptioningTask, "captioning", resolve_device(args.device)
+        )
+    except (CheckpointError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    paths = expand(args.inputs)
+    maps = map_names(paths)
+    records: list[dict] = []
+    errors: dict[int, str] = {}
+    start = time.perf_counter()
+    for first in range(0, len(paths), args.batch_size):
+        chunk = range(first, min(first + args.batch_size, len(paths)))
+        images, readable = [], []
+        for i in chunk:
+            try:
+                images.append(load_image(paths[i], model.image_size))
+                readable.append(i)
+            except OSError as error:
+                errors[i] = str(error)
+                print(f"error: {error}", file=sys.stderr)
+        captions = []
+        if images:
+            captions = model.caption(
+                torch.stack(images), args.beam, return_attention=args.attention_maps is not None
+            )
+        by_index = dict(zip(readable, zip(images, captions)))
+        for i in chunk:
+            if i in errors:
+                records.append({"image": str(paths[i]), "error": errors[i]})
+                continue
+            image, caption = by_index[i]
+            records.append(
+                {"image": str(paths[i]), "caption": caption.text, "score": caption.score}
+            )
+            if args.attention_maps and caption.attention is not None:
+                plot_caption_attention(
+                    image,
+                    caption.words,
+                    caption.attention,
+                    caption.grid,
+                    args.attention_maps / maps[i],
+                )
+    seconds = time.perf_counter() - start
+    captioned = len(paths) - len(errors)
+    text = "".join(json.dumps(record) + "\n" for record in records)
+    if args.out:
+        write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    print(
+        f"captioned {captioned} images in {seconds:.1f}s ({captioned / max(seconds, 1e-9):.2f}/s, "
+        f"beam {args.beam}); {len(errors)} could not be read",
+        file=sys.stderr,
+    )
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Gather captioned images into the layout `seqtasks.data.CaptionData` reads.
+
+    python data_prep/captions.py                                  # Flickr8k from its public copy
+    python data_prep/captions.py --source ../shared/data/flickr8k_subset --out data/flickr8k
+    python data_prep/captions.py --source dataset_flickr8k.json --images Flicker8k_Dataset \\
+        --out data/flickr8k_karpathy
+
+--source takes local paths or URLs (zip archives are unpacked): a folder with `captions.txt`
+(CSV image,caption: the Kaggle Flickr8k layout), a folder with `Flickr8k.token.txt` and the
+`Flickr_8k.{train,dev,test}Images.txt` split lists (the original Flickr8k text release), or a
+Karpathy split file (`dataset_flickr8k.json` …: images[].filename/filepath/split/
+sentences[].tokens). The images are found in --images, or beside the captions.
+
+Writes into --out: `images/` (copies), `captions.txt` and, when the source has splits,
+`splits.json`. Every file is written to a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import shutil
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from seqtasks.data.captions import CaptionedImage, read_caption_folder, read_karpathy
+from seqtasks.files import temporary_path, write_atomic
+
+DEFAULT_SOURCE = [
+    "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_Dataset.zip",
+    "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_text.zip",
+]
+FLICKR8K_SPLITS = {"train": "trainImages", "val": "devImages", "test": "testImages"}
+
+
+def fetch(source: str, downloads: Path) -> Path:
+    """A local path as it is; a URL downloaded into `downloads` (and unpacked if a zip)."""
+    if "://" not in source:
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"no such source: {path}")
+        return path
+    target = downloads / source.rstrip("/").rsplit("/", 1)[-1]
+    if not target.exists():
+        print(f"downloading {source}", file=sys.stderr)
+        downloads.mkdir(parents=True, exist_ok=True)
+        tmp = temporary_path(target)
+        with urllib.request.urlopen(source, timeout=60) as response, open(tmp, "wb") as f:
+            shutil.copyfileobj(response, f)
+        tmp.replace(target)
+    if target.suffix != ".zip":
+        return target
+    unpacked = target.with_suffix("")
+    if not unpacked.exists():
+        with zipfile.ZipFile(target) as archive:
+            archive.extractall(unpacked)
+    return unpacked
+
+
+def find(roots: list[Path], name: str) -> Path | None:
+    """The first file or folder called `name` in or under `roots`."""
+    for root in roots:
+        if root.name == name:
+            return root
+        if root.is_dir():
+            found = next(root.rglob(name), None)
+            if found is not None:
+                return found
+    return None
+
+
+def read_flickr8k_text(token_file: Path, images: Path) -> list[CaptionedImage]:
+    """The original Flickr8k text release: `image#n<TAB>caption` lines and split lists."""
+    captions: dict[str, list[str]] = {}
+    for line in token_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            key, caption = line.split("\t", 1)
+            captions.setdefault(key.split("#")[0], []).append(caption.strip())
+    splits = {}
+    for split, stem in FLICKR8K_SPLITS.items():
+        listing = token_file.parent / f"Flickr_8k.{stem}.txt"
+        if listing.is_file():
+            splits |= {name.strip(): split for name in listing.read_text().split()}
+    return [CaptionedImage(images / name, c, splits.get(name)) for name, c in captions.items()]
+
+
+def gather(roots: list[Path], images: Path | None) -> list[CaptionedImage]:
+    """The captioned images of the fetched sources, in the first layout found."""
+    karpathy = next((r for r in roots if r.suffix == ".json"), None)
+    if karpathy is not None:
+        return read_karpathy(karpathy, images)
+    table = find(roots, "captions.txt")
+    if table is not None:
+        return read_caption_folder(table.parent, images)
+    tokens = find(roots, "Flickr8k.token.txt")
+    if tokens is not None:
+        folder = images or find(roots, "Flicker8k_Dataset") or find(roots, "Flickr8k_Dataset")
+        if folder is None:
+            raise FileNotFoundError("Flickr8k.token.txt found but no image folder: use --images")
+        return read_flickr8k_text(tokens, folder)
+    raise FileNotFoundError(f"no captions.txt, Flickr8k.token.txt or .json in {roots}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", nargs="+", default=DEFAULT_SOURCE, help="paths or URLs")
+    parser.add_argument("--images", type=Path, help="the image folder, if not beside the captions")
+    parser.add_argument("--out", type=Path, default=Path("data/flickr8k"))
+    args = parser.parse_args(argv)
+    try:
+        roots = [fetch(source, args.out / ".download") for source in args.source]
+        captioned = gather(roots, args.images)
+        missing = [image.path for image in captioned if not image.path.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{len(missing)} images are missing, e.g. {missing[0]}")
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    (args.out / "images").mkdir(parents=True, exist_ok=True)
+    rows = io.StringIO()
+    writer = csv.writer(rows, lineterminator="\n")
+    writer.writerow(["image", "caption"])
+    splits: dict[str, list[str]] = {}
+    for image in captioned:
+        target = args.out / "images" / image.name
+        if not target.exists():
+            tmp = temporary_path(target)
+            shutil.copyfile(image.path, tmp)
+            tmp.replace(target)
+        writer.writerows([image.name, caption] for caption in image.captions)
+        if image.split is not None:
+            splits.setdefault(image.split, []).append(image.name)
+    write_atomic(args.out / "captions.txt", rows.getvalue())
+    if splits:
+        write_atomic(args.out / "splits.json", json.dumps(splits))
+    counts = {split: len(names) for split, names in splits.items()} or "none"
+    print(f"wrote {len(captioned)} images to {args.out} (splits: {counts})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

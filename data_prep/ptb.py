@@ -1,0 +1,111 @@
+"""Get Penn Treebank WSJ trees, clean them and write the standard splits.
+
+    python data_prep/ptb.py                                     # NLTK's public WSJ sample
+    python data_prep/ptb.py --source ../shared/data/ptb_sample  # a local copy of the sample
+    python data_prep/ptb.py --source /corpora/LDC99T42/parsed/mrg/wsj   # the full treebank
+
+--source is a URL or path of a zip file, or a folder searched recursively for `wsj_*.mrg`. The
+full treebank (sections 00–24, wsj_SSNN.mrg) gets the standard split: sections 02–21 train,
+22 dev, 23 test. The NLTK sample (wsj_0001–wsj_0199, sections 00–01 only) gets wsj_0001–0159
+train, wsj_0160–0179 dev, wsj_0180–0199 test (the shared copy stops at wsj_0179: no test).
+
+Trees are cleaned the standard way (see `seqtasks.trees.clean_tree`: no `-NONE-`, no function
+tags or indices, rooted in `TOP`). Writes to --out (default data/ptb) `{split}.mrg`, one tree
+per line, which `ParsingData` reads and `apps/evaluate.py parsing --gold` scores against, and
+`{split}.txt`, the sentences as space-separated tokens (input for `apps/parse.py
+--pretokenized`). Each file is written to a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from seqtasks.files import write_atomic
+from seqtasks.trees import TreebankError, clean_tree, decode_trees, to_line
+
+DEFAULT_SOURCE = (
+    "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/treebank.zip"
+)
+FILE_NAME = re.compile(r"wsj_(\d{2})(\d{2})\.mrg$")
+STANDARD = {"train": range(2, 22), "dev": range(22, 23), "test": range(23, 24)}  # sections
+SAMPLE = {"train": range(1, 160), "dev": range(160, 180), "test": range(180, 200)}  # files
+
+
+def fetch(source: str) -> dict[str, bytes]:
+    """The `wsj_*.mrg` files under a zip URL, a zip file or a folder: {path: bytes}."""
+    if source.startswith(("http://", "https://")):
+        with urllib.request.urlopen(source, timeout=120) as response:
+            return _from_zip(zipfile.ZipFile(io.BytesIO(response.read())))
+    path = Path(source)
+    if path.is_file() and zipfile.is_zipfile(path):
+        return _from_zip(zipfile.ZipFile(path))
+    if not path.is_dir():
+        raise FileNotFoundError(f"no such folder or zip file: {path}")
+    return {str(p): p.read_bytes() for p in sorted(path.rglob("wsj_*.mrg"))}
+
+
+def _from_zip(archive: zipfile.ZipFile) -> dict[str, bytes]:
+    return {n: archive.read(n) for n in sorted(archive.namelist()) if FILE_NAME.search(n)}
+
+
+def split_of(name: str, sample: bool) -> str | None:
+    """The split a file belongs to, or None (sections 00, 01 and 24 of the full treebank)."""
+    match = FILE_NAME.search(name)
+    section, number = int(match.group(1)), int(match.group(1) + match.group(2))
+    for split, chosen in (SAMPLE if sample else STANDARD).items():
+        if (number if sample else section) in chosen:
+            return split
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", default=DEFAULT_SOURCE, help="zip URL, zip file or folder")
+    parser.add_argument("--out", default="data/ptb", type=Path)
+    args = parser.parse_args(argv)
+
+    try:
+        files = fetch(args.source)
+    except (OSError, zipfile.BadZipFile) as error:
+        sys.exit(f"error: cannot read {args.source}: {error}")
+    if not files:
+        sys.exit(f"error: no wsj_*.mrg files in {args.source}")
+    sample = all(int(FILE_NAME.search(name).group(1)) <= 1 for name in files)
+    trees: dict[str, list[str]] = {split: [] for split in STANDARD}
+    for name, data in files.items():
+        split = split_of(name, sample)
+        if split is None:
+            continue
+        try:
+            parsed = decode_trees(data, name)
+        except TreebankError as error:
+            sys.exit(f"error: {error}")
+        for number, tree in enumerate(parsed, start=1):
+            cleaned = clean_tree(tree)
+            if cleaned is None:
+                print(f"warning: {name}: tree {number} is empty after cleaning; skipped")
+                continue
+            trees[split].append(cleaned)
+
+    layout = "NLTK sample split" if sample else "standard split (02-21 / 22 / 23)"
+    print(f"{len(files)} files from {args.source}: {layout}")
+    for split, chosen in trees.items():
+        if not chosen:
+            print(f"{split}: no trees")
+            continue
+        write_atomic(args.out / f"{split}.mrg", "".join(to_line(t) + "\n" for t in chosen))
+        write_atomic(
+            args.out / f"{split}.txt", "".join(" ".join(t.leaves()) + "\n" for t in chosen)
+        )
+        print(f"{split}: {len(chosen)} trees, {sum(len(t.leaves()) for t in chosen)} words")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

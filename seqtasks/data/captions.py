@@ -1,0 +1,165 @@
+"""Captioned images on disk: the two common layouts, and reading an image as a tensor.
+
+- A folder with `captions.txt` (CSV `image,caption`, one row per caption: the Kaggle Flickr8k
+  layout) and the images in `images/` (or beside it). An optional `splits.json` maps split
+  names to image names (`data_prep/shapes.py` and `data_prep/captions.py` write one) and an
+  optional `scenes.json` the shapes world's scenes.
+- A Karpathy split file (`dataset_flickr8k.json`, `dataset_flickr30k.json`, `dataset_coco.json`):
+  `images[].filename/filepath/split/sentences[].tokens`, with "restval" counted as train.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from torch import Tensor
+
+from seqtasks.data.shapes import Scene
+
+log = logging.getLogger(__name__)
+VAL_IMAGES, TEST_IMAGES = 50, 100  # split sizes for a source without splits
+
+
+@dataclass
+class CaptionedImage:
+    """One image, its reference captions, its split (None if the source has none) and, in the
+    shapes world, its scene."""
+
+    path: Path
+    captions: list[str]
+    split: str | None = None
+    scene: Scene | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def load_image(path: str | Path, size: int) -> Tensor:
+    """(3, size, size) RGB in [0, 1]: the whole image resized to a square, aspect ignored.
+
+    Raises:
+        OSError: naming the file, when it is missing or not an image PIL can read.
+    """
+    try:
+        with Image.open(path) as image:
+            rgb = image.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
+        raise OSError(f"cannot read image {path}: {error}") from None
+    pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
+    return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
+
+
+def _image_folder(root: Path, first: Path) -> Path:
+    """`root/images` if the first image is there, else `root`."""
+    return root / "images" if (root / "images" / first).exists() else root
+
+
+def read_caption_folder(folder: Path, image_dir: Path | None = None) -> list[CaptionedImage]:
+    """Images of a `captions.txt` folder, in order of first appearance; they are looked for
+    in `image_dir` (default: the folder's `images/`, or the folder itself)."""
+    table = folder / "captions.txt"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} not found: a caption folder needs captions.txt")
+    by_image: dict[str, list[str]] = {}
+    with open(table, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header[:2]] != ["image", "caption"]:
+            raise ValueError(f"{table}: the first row must be the header 'image,caption'")
+        for number, row in enumerate(reader, start=2):
+            if len(row) != 2:
+                raise ValueError(f"{table}:{number}: expected 'image,caption', got {row!r}")
+            by_image.setdefault(row[0].strip(), []).append(row[1].strip())
+    if not by_image:
+        raise ValueError(f"{table} has no captions")
+    splits: dict[str, str] = {}
+    if (folder / "splits.json").is_file():
+        listed = json.loads((folder / "splits.json").read_text())
+        splits = {name: split for split, names in listed.items() for name in names}
+    scenes = {}
+    if (folder / "scenes.json").is_file():
+        scenes = json.loads((folder / "scenes.json").read_text())
+    images = image_dir or _image_folder(folder, Path(next(iter(by_image))))
+    return [
+        CaptionedImage(
+            images / name,
+            captions,
+            splits.get(name),
+            Scene.from_dict(scenes[name]) if name in scenes else None,
+        )
+        for name, captions in by_image.items()
+    ]
+
+
+def read_karpathy(path: Path, image_dir: Path | None = None) -> list[CaptionedImage]:
+    """Images of a Karpathy split file; they are looked for under `image_dir` (default: the
+    file's folder, or its `images/`), in `filepath/filename` when a filepath is given."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such Karpathy split file: {path}")
+    entries = json.loads(path.read_text())["images"]
+    if not entries:
+        raise ValueError(f"{path} lists no images")
+    first = Path(entries[0].get("filepath", "")) / entries[0]["filename"]
+    root = image_dir or _image_folder(path.parent, first)
+    return [
+        CaptionedImage(
+            root / entry.get("filepath", "") / entry["filename"],
+            [" ".join(s["tokens"]) for s in entry["sentences"]],
+            "train" if entry["split"] == "restval" else entry["split"],
+        )
+        for entry in entries
+    ]
+
+
+def assign_splits(images: list[CaptionedImage], val_images: int, test_images: int) -> None:
+    """Give a source without splits some, in order: the last `test_images` images are "test",
+    the `val_images` before them "val", the rest "train". A source with splits keeps them."""
+    if any(image.split is not None for image in images):
+        return
+    if val_images + test_images >= len(images):
+        raise ValueError(
+            f"{len(images)} images cannot give {val_images} validation and {test_images} test "
+            "images and still leave some for training"
+        )
+    val_from, test_from = len(images) - val_images - test_images, len(images) - test_images
+    for position, image in enumerate(images):
+        if position >= test_from:
+            image.split = "test"
+        elif position >= val_from:
+            image.split = "val"
+        else:
+            image.split = "train"
+
+
+def read_captions(
+    source: str | Path,
+    image_dir: str | Path | None = None,
+    val_images: int = VAL_IMAGES,
+    test_images: int = TEST_IMAGES,
+) -> dict[str, list[CaptionedImage]]:
+    """The captioned images of `source`, a `captions.txt` folder or a Karpathy `.json` file
+    (with the images in `image_dir` when given), by split (see `assign_splits`). Images of a
+    folder with a `splits.json` that it does not list are left out, with a warning."""
+    source, image_dir = Path(source), Path(image_dir) if image_dir else None
+    if source.suffix == ".json":
+        images = read_karpathy(source, image_dir)
+    elif source.is_dir():
+        images = read_caption_folder(source, image_dir)
+    else:
+        raise FileNotFoundError(f"no such caption folder or Karpathy file: {source}")
+    assign_splits(images, val_images, test_images)
+    splits: dict[str, list[CaptionedImage]] = {}
+    for image in images:
+        if image.split is not None:
+            splits.setdefault(image.split, []).append(image)
+    left_out = sum(image.split is None for image in images)
+    if left_out:
+        log.warning("%s: %d images belong to no split and are left out", source, left_out)
+    return splits

@@ -1,0 +1,256 @@
+"""The DataModule for constituency parsing: treebank sentences in, bracket sequences out.
+
+The source vocabulary is word level, not subword: the decoder writes one preterminal per input
+word, so attention that moves one annotation per word is what the output needs, and the
+constraint counts words. Words seen fewer than `min_count` times in training are read as an
+unknown-word class from their shape and suffix (as the Berkeley parser's signatures, Petrov et
+al. 2006), and during training a word seen c times is read as its class with probability
+α / (α + c) (word dropout, Kiperwasser & Goldberg 2016), so the classes are learnt from real
+contexts and carry what the model knows about unseen words.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from nltk import Tree
+from torch.utils.data import DataLoader
+
+from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqtasks.data.translation import Batch, ParallelDataset, pad
+from seqtasks.linearisation import linearise
+from seqtasks.trees import read_treebank, to_line
+
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]  # at PAD_ID, UNK_ID, BOS_ID, EOS_ID
+SUFFIXES = ("ing", "ed", "ion", "er", "est", "ly", "ity", "al", "ble", "ic", "ive", "y", "s")
+
+
+def unknown_word_class(word: str) -> str:
+    """The token an unknown word is read as: its capitalisation, digits, dash and suffix,
+    e.g. `Cap-ing` for "Bankrolling", `other-num` for "3.5"."""
+    if word.isupper():
+        shape = "CAPS"
+    elif word[:1].isupper():
+        shape = "Cap"
+    else:
+        shape = "low" if word[:1].islower() else "other"
+    features = [shape]
+    if any(c.isdigit() for c in word):
+        features.append("num")
+    if "-" in word:
+        features.append("dash")
+    lowered = word.lower()
+    features += [s for s in SUFFIXES if lowered.endswith(s) and len(word) > len(s) + 2][:1]
+    return "<unk-" + "-".join(features) + ">"
+
+
+@dataclass
+class ParsingVocabulary:
+    """Source words and target tokens, and how sentences and trees become ids.
+
+    Attributes:
+        words: the source token of each id: SPECIALS, the words, the unknown-word classes.
+        tokens: the target token of each id: SPECIALS, then brackets and preterminals.
+        tags: preterminals are POS tags instead of `XX`.
+        reverse: the words are fed in reverse order (Vinyals et al. 2015).
+    """
+
+    words: list[str]
+    tokens: list[str]
+    tags: bool
+    reverse: bool
+
+    def __post_init__(self):
+        self.word_ids = {w: i for i, w in enumerate(self.words)}
+        self.token_ids = {t: i for i, t in enumerate(self.tokens)}
+
+    @classmethod
+    def build(
+        cls, trees: Sequence[Tree], tags: bool, reverse: bool, min_count: int
+    ) -> ParsingVocabulary:
+        """From training trees: words seen at least `min_count` times, the classes of all
+        training words, and every target token."""
+        counts = Counter(w for tree in trees for w in tree.leaves())
+        frequent = sorted(w for w, c in counts.items() if c >= min_count)
+        classes = sorted({unknown_word_class(w) for w in counts})
+        tokens = sorted({t for tree in trees for t in linearise(tree, tags)})
+        return cls(SPECIALS + frequent + classes, SPECIALS + tokens, tags, reverse)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain lists and flags, as stored in checkpoints."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> ParsingVocabulary:
+        return cls(**stored)
+
+    def ordered(self, items: list) -> list:
+        """Source positions in the order the encoder reads them."""
+        return items[::-1] if self.reverse else items
+
+    def unknown_id(self, word: str) -> int:
+        return self.word_ids.get(unknown_word_class(word), UNK_ID)
+
+    def encode_words(self, words: Sequence[str]) -> list[int]:
+        """Source ids (no EOS), unknown words as their class."""
+        ids = [self.word_ids.get(w) for w in words]
+        return self.ordered([self.unknown_id(w) if i is None else i for i, w in zip(ids, words)])
+
+    def encode_tree(self, tree: Tree) -> list[int]:
+        """Target ids of the tree's bracket sequence (no BOS/EOS)."""
+        return [self.token_ids.get(t, UNK_ID) for t in linearise(tree, self.tags)]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]
+
+
+@dataclass
+class ParseExample:
+    src: list[int]
+    tgt: list[int]
+    unknown: list[int]  # per source position, the id of the word's unknown-word class
+    drop: list[float]  # per source position, the chance of reading the word as its class
+    words: str  # the sentence, space separated
+    tree: str  # the gold tree on one line
+
+
+def collate(items: list[tuple[int, ParseExample]], word_dropout: bool = False) -> Batch:
+    """A padded `Batch`: source words + EOS, BOS + target, target + EOS; `src_text` holds the
+    sentence and `tgt_text` the gold tree. With `word_dropout`, words are read as their
+    unknown-word class with each word's own probability."""
+    index, examples = zip(*items)
+    sources = []
+    for e in examples:
+        src = e.src
+        if word_dropout:
+            src = [u if random.random() < p else s for s, u, p in zip(e.src, e.unknown, e.drop)]
+        sources.append(src + [EOS_ID])
+    src = pad(sources)
+    return Batch(
+        src=src,
+        src_mask=src != PAD_ID,
+        tgt_in=pad([[BOS_ID] + e.tgt for e in examples]),
+        tgt_out=pad([e.tgt + [EOS_ID] for e in examples]),
+        index=torch.tensor(index),
+        src_text=[e.words for e in examples],
+        tgt_text=[e.tree for e in examples],
+    )
+
+
+class ParsingData(L.LightningDataModule):
+    """Cleaned trees, one per line, in `{split}.mrg` files of one folder, as written by
+    `data_prep/ptb.py`. The vocabularies are built from the training split in `__init__`, so
+    their sizes are known as soon as the module exists (the CLI links them into the model).
+
+    Args:
+        data_dir: the folder.
+        train_split, val_split, test_split: file stems of the splits.
+        tags: write POS tags instead of `XX` (the model then tags as it parses).
+        reverse: feed the words in reverse order.
+        min_count: words seen fewer times in training are read as their unknown-word class.
+        word_dropout: α; a training word seen c times is read as its class with probability
+            α / (α + c) (0 turns word dropout off).
+        max_tokens: padded tokens per training batch (evaluation uses twice as many).
+        num_workers: DataLoader worker processes.
+        seed: seed of the batch order.
+    """
+
+    def __init__(
+        self,
+        data_dir: str = "data/ptb",
+        train_split: str = "train",
+        val_split: str = "dev",
+        test_split: str = "test",
+        tags: bool = False,
+        reverse: bool = False,
+        min_count: int = 2,
+        word_dropout: float = 0.25,
+        max_tokens: int = 4096,
+        num_workers: int = 0,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.data_dir = Path(data_dir)
+        self.splits = {
+            "fit": train_split,
+            "validate": val_split,
+            "test": test_split,
+            "predict": test_split,
+        }
+        self.word_dropout = word_dropout
+        self.max_tokens, self.num_workers, self.seed = max_tokens, num_workers, seed
+        train = self.read(train_split)
+        self.counts = Counter(w for tree in train for w in tree.leaves())
+        self.vocabulary = ParsingVocabulary.build(train, tags, reverse, min_count)
+        self.datasets: dict[str, ParallelDataset] = {}
+
+    def read(self, split: str) -> list[Tree]:
+        path = self.data_dir / f"{split}.mrg"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: prepare the treebank first, e.g. `python data_prep/ptb.py "
+                f"--out {self.data_dir}` (the shared WSJ sample stops at wsj_0179 and has no "
+                "test split: use --data.init_args.test_split dev)"
+            )
+        return read_treebank(path)
+
+    @property
+    def src_vocab_size(self) -> int:
+        return len(self.vocabulary.words)
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return len(self.vocabulary.tokens)
+
+    def example(self, tree: Tree) -> ParseExample:
+        v, words = self.vocabulary, tree.leaves()
+        alpha = self.word_dropout
+        drop = [alpha / (alpha + self.counts[w]) if alpha > 0 else 0.0 for w in words]
+        return ParseExample(
+            src=v.encode_words(words),
+            tgt=v.encode_tree(tree),
+            unknown=v.ordered([v.unknown_id(w) for w in words]),
+            drop=v.ordered(drop),
+            words=" ".join(words),
+            tree=to_line(tree),
+        )
+
+    def setup(self, stage: str) -> None:
+        needed = {"fit": ["fit", "validate"], "validate": ["validate"]}.get(stage, [stage])
+        for name in needed:
+            if name not in self.datasets:
+                trees = self.read(self.splits[name])
+                self.datasets[name] = ParallelDataset([self.example(t) for t in trees])
+
+    def _loader(self, name: str, train: bool) -> DataLoader:
+        dataset = self.datasets[name]
+        budget = self.max_tokens if train else 2 * self.max_tokens
+        sampler = TokenBucketSampler(dataset.lengths(), budget, shuffle=train, seed=self.seed)
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=partial(collate, word_dropout=train and self.word_dropout > 0),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("fit", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validate", train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("predict", train=False)

@@ -1,0 +1,100 @@
+"""The stochastic "hard" attention decoder of Xu et al. (2015), §4.1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.decoders.rnn import RNNState
+from seqtasks.decoders.show_attend_tell import SoftAttentionDecoder
+from seqtasks.memory import Memory
+
+
+@dataclass
+class HardAttentionState(RNNState):
+    """`RNNState` plus, in training, which rows sample a location this pass."""
+
+    sampling: Tensor | None = None  # (R,) bool; None outside training
+
+
+class HardAttentionDecoder(SoftAttentionDecoder):
+    """The soft-attention decoder, except that at each step the context is *one* annotation,
+    the location s_t drawn from α_t:
+
+        s_t ~ Multinoulli(α_t)       ẑ_t = β_t a_{s_t}
+
+    Training (§4.1): the word loss trains everything but the choice of s; the choice gets the
+    REINFORCE rule, with reward log p(y | s, a), a moving-average baseline and an entropy bonus,
+    all added by the task from `DecoderOutput.choice_log_prob` (see `EncoderDecoderTask.loss`).
+    As in the paper, each image uses the expected context Σ_i α_ti a_i instead of a sample
+    with probability `expectation_probability` (those rows make no choice and are trained like
+    soft attention).
+
+    At test time (eval mode: validation, search, the apps) no location is sampled: the context
+    is the expectation Σ_i α_ti a_i (`test_context="expectation"`, what the authors' sampler
+    does) or the annotation at the peak of α (`"argmax"`).
+
+    Args: as `SoftAttentionDecoder`, and
+        expectation_probability: per image and training pass, the chance of using the expected
+            context instead of sampling locations.
+        test_context: the context in eval mode, "expectation" or "argmax".
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        embed_dim: int = 512,
+        hidden_size: int = 1024,
+        attention: Callable[[int, int], Attention] = AdditiveAttention,
+        dropout: float = 0.5,
+        pad_id: int = 0,
+        expectation_probability: float = 0.5,
+        test_context: Literal["expectation", "argmax"] = "expectation",
+    ):
+        super().__init__(vocab_size, memory_dim, embed_dim, hidden_size, attention, dropout, pad_id)
+        self.expectation_probability = expectation_probability
+        self.test_context = test_context
+
+    def init_state(self, memory: Memory, beam_size: int = 1) -> HardAttentionState:
+        state = super().init_state(memory, beam_size)
+        sampling = None
+        if self.training:
+            per_input = torch.rand(memory.states.size(0), device=memory.states.device)
+            sampling = (per_input >= self.expectation_probability).repeat_interleave(beam_size)
+        return HardAttentionState(**vars(state), sampling=sampling)
+
+    def glimpse(
+        self, query: Tensor, state: HardAttentionState
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(R, n) h_{t−1} -> context (R, D), α_t (R, L), and log α_{t, s_t} (R,) of the sampled
+        locations (0 on rows that used the expectation), or None in eval mode."""
+        expected, weights = self.attend(query, state)  # (R, D), (R, L)
+        if state.sampling is None:  # eval mode
+            if self.test_context == "expectation":
+                return expected, weights, None
+            return self._annotation_at(weights.argmax(dim=-1), state), weights, None
+        location = torch.multinomial(weights, 1)[:, 0]  # (R,) s_t ~ Multinoulli(α_t)
+        log_prob = weights.gather(1, location[:, None])[:, 0].log()  # (R,)
+        sampled = self._annotation_at(location, state)  # (R, D)
+        context = torch.where(state.sampling[:, None], sampled, expected)
+        return context, weights, log_prob.masked_fill(~state.sampling, 0.0)
+
+    @staticmethod
+    def _annotation_at(location: Tensor, state: RNNState) -> Tensor:
+        """(R,) one location per row -> (R, D) that row's annotation a_location (rows come K
+        adjacent per input, and the annotations once per input)."""
+        rows = location.size(0)
+        inputs = torch.arange(rows, device=location.device) // (rows // state.values.size(0))
+        return state.values[inputs, location]
+
+    def reorder(self, state: HardAttentionState, index: Tensor) -> HardAttentionState:
+        moved = super().reorder(state, index)
+        if state.sampling is None:
+            return moved
+        return replace(moved, sampling=state.sampling.index_select(0, index))

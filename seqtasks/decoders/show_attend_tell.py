@@ -1,0 +1,134 @@
+"""The soft-attention caption decoder of Xu et al. (2015), "Show, Attend and Tell: Neural Image
+Caption Generation with Visual Attention", §3.1.2 and §4.2."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+from torch import Tensor, nn
+
+from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, lstm_step, top_layer
+from seqtasks.memory import Memory
+
+
+class DeepOutput(nn.Module):
+    """The deep output layer of Xu et al. (eq. 7):
+
+        p(y_t | a, y_<t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z ẑ_t))
+
+    with dropout on the sum (as in the authors' code). `context_dim` 0 leaves L_z ẑ out (the
+    no-attention control).
+    """
+
+    def __init__(
+        self, embed_dim: int, hidden_size: int, context_dim: int, vocab_size: int, dropout: float
+    ):
+        super().__init__()
+        self.L_h = nn.Linear(hidden_size, embed_dim)
+        self.L_z = nn.Linear(context_dim, embed_dim, bias=False) if context_dim else None
+        self.dropout = nn.Dropout(dropout)
+        self.L_o = nn.Linear(embed_dim, vocab_size)
+
+    def forward(self, embedded: Tensor, h: Tensor, z: Tensor | None = None) -> Tensor:
+        """(…, m) E y_{t−1}, (…, n) h_t, (…, D) ẑ_t -> (…, V) logits."""
+        deep = embedded + self.L_h(h)  # (…, m)
+        if self.L_z is not None:
+            deep = deep + self.L_z(z)
+        return self.L_o(self.dropout(deep))
+
+
+class SoftAttentionDecoder(RNNDecoder):
+    """An LSTM that, before each word, looks at the image grid a_1..a_L with the previous state:
+
+        α_t = softmax_i(f_att(a_i, h_{t−1}))            additive attention (an MLP)
+        β_t = σ(f_β(h_{t−1}))                            a scalar gate on the context
+        ẑ_t = β_t Σ_i α_ti a_i
+        h_t, c_t = LSTM([E y_{t−1}; ẑ_t], h_{t−1}, c_{t−1})
+        p(y_t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z ẑ_t))
+        h_0 = tanh(f_init,h(ā)),  c_0 = tanh(f_init,c(ā)),  ā = (1/L) Σ_i a_i (the memory summary)
+
+    The doubly stochastic penalty λ Σ_i (1 − Σ_t α_ti)² is a loss term, so the task adds it
+    (see `EncoderDecoderTask.loss`). Only the recurrence is sequential: the deep output runs
+    once over all T positions.
+
+    Args:
+        vocab_size: vocabulary size V (given by the task).
+        memory_dim: width D of the annotations (given by the task).
+        embed_dim: width m of the word embeddings E y (and of the deep output).
+        hidden_size: width n of the LSTM.
+        attention: f_att, built as `attention(hidden_size, memory_dim)`.
+        dropout: on the deep output before L_o.
+        pad_id: padding token id.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        memory_dim: int,
+        embed_dim: int = 512,
+        hidden_size: int = 1024,
+        attention: Callable[[int, int], Attention] = AdditiveAttention,
+        dropout: float = 0.5,
+        pad_id: int = 0,
+    ):
+        super().__init__(
+            vocab_size,
+            memory_dim,
+            embed_dim + memory_dim,
+            embed_dim,
+            hidden_size,
+            num_layers=1,
+            cell="lstm",
+            dropout=dropout,
+            pad_id=pad_id,
+            init_cell=True,
+        )
+        self.attention = attention(hidden_size, memory_dim)
+        self.f_beta = nn.Linear(hidden_size, 1)
+        self.readout = DeepOutput(embed_dim, hidden_size, memory_dim, vocab_size, dropout)
+
+    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+        return RNNState(
+            hidden=self.initial_hidden(memory.summary, beam_size),
+            keys=self.attention.project_keys(memory.states),
+            values=memory.states,
+            mask=memory.mask,
+        )
+
+    def glimpse(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(R, n) h_{t−1} -> context Σ_i α_ti a_i (R, D), α_t (R, L), and no stochastic choice."""
+        context, weights = self.attend(query, state)
+        return context, weights, None
+
+    def _recur(
+        self, embedded: Tensor, state: RNNState
+    ) -> tuple[RNNState, Tensor, Tensor, Tensor, Tensor | None]:
+        """(R, m) E y_{t−1} -> new state, h_t (R, n), ẑ_t (R, D), α_t (R, L), log p(choice)."""
+        h_prev = top_layer(state.hidden)  # (R, n)
+        context, weights, choice_log_prob = self.glimpse(h_prev, state)
+        z = torch.sigmoid(self.f_beta(h_prev)) * context  # (R, D) ẑ_t = β_t · context
+        h, hidden = lstm_step(self.rnn, torch.cat([embedded, z], dim=-1), state.hidden)
+        return replace(state, hidden=hidden), h, z, weights, choice_log_prob
+
+    def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
+        embedded = self.embedding(prev_tokens)  # (R, m)
+        state, h, z, weights, _ = self._recur(embedded, state)
+        return self.readout(embedded, h, z), state, weights
+
+    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
+        state = self.init_state(memory)
+        embedded = self.embedding(tgt_in)  # (B, T, m)
+        hs, zs, alphas, choices = [], [], [], []
+        for embedded_t in embedded.unbind(1):
+            state, h, z, alpha, choice_log_prob = self._recur(embedded_t, state)
+            hs.append(h)
+            zs.append(z)
+            alphas.append(alpha)
+            choices.append(choice_log_prob)
+        logits = self.readout(embedded, torch.stack(hs, 1), torch.stack(zs, 1))  # (B, T, V)
+        sampled = None if choices[0] is None else torch.stack(choices, 1)  # (B, T)
+        return DecoderOutput(logits, torch.stack(alphas, 1), sampled)

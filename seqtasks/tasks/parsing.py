@@ -1,0 +1,213 @@
+"""Constituency parsing as translation (Vinyals et al. 2015, "Grammar as a Foreign Language"):
+a sentence in, its tree's bracket sequence out, scored the way EVALB scores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from nltk import Tree
+from torch import Tensor
+
+from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.parsing import SPECIALS, ParsingVocabulary
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID
+from seqtasks.data.translation import Batch, pad
+from seqtasks.decoders.base import Decoder
+from seqtasks.encoders.base import Encoder
+from seqtasks.linearisation import BracketConstraint, tree_from_output
+from seqtasks.memory import Memory
+from seqtasks.metrics.parseval import score_corpus
+from seqtasks.search import Hypothesis
+from seqtasks.tasks.base import EncoderDecoderTask
+from seqtasks.trees import ROOT, read_trees, to_line
+
+CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Parse:
+    """One output of `ParsingTask.parse`."""
+
+    tree: Tree
+    tokens: list[str]  # the bracket sequence the decoder wrote
+    score: float
+    repairs: int  # edits that made `tokens` well formed (0 when it already was)
+
+
+class ParsingTask(EncoderDecoderTask):
+    """Parse with any encoder and decoder; validate with EVALB's F1 (`val/f1`).
+
+    Trees are scored as predicted structure over the gold words and tags. The vocabularies
+    come from the DataModule when training starts and are stored in every checkpoint, so
+    `ParsingTask.load_from_checkpoint(path)` is all an app needs.
+
+    Args:
+        encoder: built as `encoder(src_vocab_size)`.
+        decoder: built as `decoder(tgt_vocab_size, encoder.out_dim)`.
+        src_vocab_size, tgt_vocab_size: linked from the DataModule by the CLI.
+        constrained: search only well-formed bracket sequences (`BracketConstraint`);
+            otherwise search freely and repair the output.
+        (the rest as in `EncoderDecoderTask`; lengths count source words + EOS, and the limit
+        never falls below what a bracket around all the words needs)
+    """
+
+    def __init__(
+        self,
+        encoder: Callable[[int], Encoder],
+        decoder: Callable[[int, int], Decoder],
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        label_smoothing: float = 0.1,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        monitor: str = "val/f1",
+        val_beam: int = 1,
+        test_beam: int = 10,
+        length_alpha: float = 0.0,
+        max_length_ratio: float = 4.0,
+        max_length_offset: int = 5,
+        constrained: bool = True,
+    ):
+        super().__init__(
+            label_smoothing=label_smoothing,
+            optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
+            monitor=monitor,
+            val_beam=val_beam,
+            test_beam=test_beam,
+            length_alpha=length_alpha,
+            max_length_ratio=max_length_ratio,
+            max_length_offset=max_length_offset,
+        )
+        self.save_hyperparameters()
+        self.encoder = encoder(src_vocab_size)
+        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.constrained = constrained
+        self.vocabulary: ParsingVocabulary | None = None
+
+    # ---- the vocabularies travel with the checkpoint ----------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if self.vocabulary is None and datamodule is not None:
+            self.set_vocabulary(datamodule.vocabulary)
+
+    def set_vocabulary(self, vocabulary: ParsingVocabulary) -> None:
+        found = (len(vocabulary.words), len(vocabulary.tokens))
+        expected = (self.hparams.src_vocab_size, self.hparams.tgt_vocab_size)
+        if found != expected:
+            raise ValueError(
+                f"vocabularies of sizes {found} but the model was built for {expected}"
+            )
+        self.vocabulary = vocabulary
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.vocabulary is None:
+            raise RuntimeError("cannot save a parsing checkpoint without its vocabularies")
+        checkpoint[CHECKPOINT_KEY] = {"task": "parsing", "vocabulary": self.vocabulary.as_dict()}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        stored = checkpoint.get(CHECKPOINT_KEY, {})
+        if stored.get("task") != "parsing":
+            raise ValueError(f"not a parsing checkpoint (task: {stored.get('task', 'unknown')})")
+        self.set_vocabulary(ParsingVocabulary.from_dict(stored["vocabulary"]))
+
+    # ---- decoding: only well-formed trees over the input words --------------------------
+    def search_limits(self, memory: Memory) -> Tensor:
+        words = memory.lengths - 1  # the source is words + EOS
+        return torch.maximum(super().search_limits(memory), words + 3)  # room for one bracket
+
+    def search_constraint(self, memory: Memory) -> BracketConstraint | None:
+        if not self.constrained:
+            return None
+        words = memory.lengths - 1
+        return BracketConstraint(self.vocabulary.tokens, words, EOS_ID, len(SPECIALS))
+
+    def read_output(
+        self, hypothesis: Hypothesis, words: Sequence[str], tags: Sequence[str] | None = None
+    ) -> Parse:
+        """The parse a hypothesis describes over `words`, its preterminals tagged with `tags`
+        when given, else with what the model wrote (`XX` or its own tags)."""
+        tokens = self.vocabulary.decode(hypothesis.tokens)
+        tree, repairs = tree_from_output(tokens, words, tags)
+        return Parse(tree, tokens, hypothesis.score, repairs)
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
+        output = self(batch.src, batch.src_mask, batch.tgt_in)
+        loss, _ = self.token_loss(output.logits, batch.tgt_out)
+        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
+        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=beam)
+        for i, nbest in enumerate(hypotheses):
+            written = " ".join(self.vocabulary.decode(nbest[0].tokens))
+            self._eval_outputs.append(
+                (int(batch.index[i]), batch.src_text[i], written, batch.tgt_text[i])
+            )
+
+    def _log_scores(self, stage: str) -> None:
+        golds, preds, repaired = [], [], 0
+        for _, _, written, gold_line in self.gathered_outputs():
+            gold = read_trees(gold_line)[0]
+            words, tags = zip(*gold.pos())
+            tree, repairs = tree_from_output(written.split(), words, tags)
+            golds.append(gold)
+            preds.append(tree)
+            repaired += repairs > 0
+        scores = score_corpus(golds, preds)
+        # Every process holds the same, whole-split scores: syncing them changes nothing but
+        # tells Lightning the epoch-level value is global.
+        self.log(f"{stage}/f1", scores.all.f1, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/recall", scores.all.recall, sync_dist=True)
+        self.log(f"{stage}/precision", scores.all.precision, sync_dist=True)
+        self.log(f"{stage}/complete_match", scores.all.complete_match, sync_dist=True)
+        self.log(f"{stage}/malformed", 100.0 * repaired / max(len(golds), 1), sync_dist=True)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "val", self.val_beam)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_scores("val")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate_batch(batch, "test", self.test_beam)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_scores("test")
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
+        """(index in the split, predicted tree on one line) for each sentence of the batch."""
+        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=self.test_beam)
+        return [
+            (int(i), to_line(self.read_output(nbest[0], words.split()).tree))
+            for i, nbest, words in zip(batch.index, hypotheses, batch.src_text)
+        ]
+
+    # ---- the API the apps use ---------------------------------------------------------------
+    @torch.no_grad()
+    def parse(
+        self,
+        sentences: Sequence[Sequence[str]],
+        beam_size: int = 10,
+        tags: Sequence[Sequence[str]] | None = None,
+        max_tokens: int = 20000,
+    ) -> list[Parse]:
+        """Parse tokenised sentences in length-sorted batches of about `max_tokens` words
+        (divided among the beams); one `Parse` per sentence, in input order. With `tags`
+        (e.g. gold tags) the preterminals carry them; an empty sentence gives `(TOP )`."""
+        if self.vocabulary is None:
+            raise RuntimeError("the model has no vocabularies: load it from a checkpoint")
+        self.eval()
+        results = [Parse(Tree(ROOT, []), [], 0.0, 0) for _ in sentences]
+        todo = [i for i, words in enumerate(sentences) if words]
+        lengths = [len(sentences[i]) + 1 for i in todo]
+        budget = max(max_tokens // beam_size, 1)
+        for chunk in TokenBucketSampler(lengths, budget, shuffle=False).batches:
+            rows = [todo[j] for j in chunk]
+            src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
+            src = src.to(self.device)
+            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
+                results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
+        return results

