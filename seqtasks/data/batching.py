@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 def _world() -> tuple[int, int]:
@@ -80,3 +81,25 @@ class TokenBucketSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         _, world = _world()
         return -(-len(self.batches) // world)
+
+
+def bucketed_loader(
+    dataset: Dataset,
+    lengths: Sequence[int],
+    max_tokens: int,
+    train: bool,
+    seed: int,
+    collate_fn: Callable[[list[Any]], Any],
+    num_workers: int,
+) -> DataLoader:
+    """A DataLoader over token-bucketed batches: shuffled for training; twice the token budget
+    for evaluation, which keeps no activations for a backward pass."""
+    budget = max_tokens if train else 2 * max_tokens
+    sampler = TokenBucketSampler(lengths, budget, shuffle=train, seed=seed)
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=collate_fn,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+    )

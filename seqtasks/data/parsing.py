@@ -24,7 +24,7 @@ import torch
 from nltk import Tree
 from torch.utils.data import DataLoader
 
-from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.batching import bucketed_loader
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqtasks.data.translation import Batch, ParallelDataset, pad
 from seqtasks.linearisation import linearise
@@ -233,14 +233,14 @@ class ParsingData(L.LightningDataModule):
 
     def _loader(self, name: str, train: bool) -> DataLoader:
         dataset = self.datasets[name]
-        budget = self.max_tokens if train else 2 * self.max_tokens
-        sampler = TokenBucketSampler(dataset.lengths(), budget, shuffle=train, seed=self.seed)
-        return DataLoader(
+        return bucketed_loader(
             dataset,
-            batch_sampler=sampler,
-            collate_fn=partial(collate, word_dropout=train and self.word_dropout > 0),
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+            dataset.lengths(),
+            self.max_tokens,
+            train,
+            self.seed,
+            partial(collate, word_dropout=train and self.word_dropout > 0),
+            self.num_workers,
         )
 
     def train_dataloader(self) -> DataLoader:

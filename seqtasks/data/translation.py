@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.batching import bucketed_loader
 from seqtasks.data.text import read_parallel
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
 
@@ -203,14 +203,14 @@ class TranslationData(L.LightningDataModule):
 
     def _loader(self, name: str, train: bool) -> DataLoader:
         dataset = self.datasets[name]
-        budget = self.max_tokens if train else 2 * self.max_tokens
-        sampler = TokenBucketSampler(dataset.lengths(), budget, shuffle=train, seed=self.seed)
-        return DataLoader(
+        return bucketed_loader(
             dataset,
-            batch_sampler=sampler,
-            collate_fn=collate,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+            dataset.lengths(),
+            self.max_tokens,
+            train,
+            self.seed,
+            collate,
+            self.num_workers,
         )
 
     def train_dataloader(self) -> DataLoader:
