@@ -28,6 +28,7 @@ import torch  # noqa: E402
 
 from seqtasks.checkpoints import CheckpointError, load_task  # noqa: E402
 from seqtasks.metrics.parseval import score_corpus  # noqa: E402
+from seqtasks.precision import PRECISIONS, inference_precision  # noqa: E402
 from seqtasks.tasks.parsing import ParsingTask  # noqa: E402
 from seqtasks.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
 
@@ -39,6 +40,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--beams", type=int, nargs="+", default=[1, 10])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=20000, help="words × beam per batch")
+    p.add_argument(
+        "--precision",
+        default="32",
+        choices=PRECISIONS,
+        help="bf16: matrix products in bfloat16 (autocast)",
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
     if min(args.beams) < 1 or args.threads < 1:
@@ -59,13 +66,18 @@ def main(argv: list[str] | None = None) -> int:
     words = [[w for w, _ in pairs] for pairs in leaves]
     tags = [[t for _, t in pairs] for pairs in leaves]
     n_words = sum(map(len, words))
-    model.parse(words[:20], beam_size=max(args.beams), max_tokens=args.max_tokens)  # warm-up
-    print(f"{args.checkpoint}: {len(words)} sentences, {n_words} words, {args.threads} threads")
+    with inference_precision("cpu", args.precision):
+        model.parse(words[:20], beam_size=max(args.beams), max_tokens=args.max_tokens)  # warm-up
+    print(
+        f"{args.checkpoint}: {len(words)} sentences, {n_words} words, {args.threads} threads, "
+        f"precision {args.precision}"
+    )
     print("beam   sentences/s   words/s      F1   malformed %")
     results = []
     for beam in args.beams:
         start = time.perf_counter()
-        parses = model.parse(words, beam_size=beam, tags=tags, max_tokens=args.max_tokens)
+        with inference_precision("cpu", args.precision):
+            parses = model.parse(words, beam_size=beam, tags=tags, max_tokens=args.max_tokens)
         seconds = time.perf_counter() - start
         f1 = score_corpus(golds, [p.tree for p in parses]).all.f1
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / len(parses)
@@ -86,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(
             json.dumps(
-                {"checkpoint": str(args.checkpoint), "threads": args.threads, "results": results}
+                {
+                    "checkpoint": str(args.checkpoint),
+                    "threads": args.threads,
+                    "precision": args.precision,
+                    "results": results,
+                }
             )
         )
     return 0

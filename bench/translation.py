@@ -49,6 +49,8 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
+from seqtasks.precision import PRECISIONS, inference_precision  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the reference_* modules
 
@@ -70,6 +72,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-reference", action="store_true", help="measure ours only")
+    p.add_argument("--train-precision", default="32", choices=["32", "bf16-mixed"],
+                   help="bf16-mixed: forward passes under bfloat16 autocast, as Lightning's "
+                   "flag of that name (ours and the reference alike)")  # fmt: skip
+    p.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["32"],
+        choices=PRECISIONS,
+        help="also decode ours in these precisions (the reference runs in 32)",
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0 or args.sentences < 1 or args.beam < 1:
@@ -158,6 +170,12 @@ def timed_steps(step, batches: Iterator, steps: int, warmup: int) -> dict:
     }
 
 
+def training_autocast(args) -> torch.autocast:
+    """The forward pass's precision: float32, or bfloat16 autocast for --train-precision
+    bf16-mixed (the backward pass runs outside it, as in Lightning)."""
+    return torch.autocast("cpu", torch.bfloat16, enabled=args.train_precision == "bf16-mixed")
+
+
 def train_ours(task, datamodule, clip: float, args) -> dict:
     from seqtasks.data.tokenizer import PAD_ID
 
@@ -167,8 +185,9 @@ def train_ours(task, datamodule, clip: float, args) -> dict:
 
     def step(batch):
         optimizer.zero_grad(set_to_none=True)
-        output = task(batch.src, batch.src_mask, batch.tgt_in)
-        loss, _ = task.token_loss(output.logits, batch.tgt_out)
+        with training_autocast(args):
+            output = task(batch.src, batch.src_mask, batch.tgt_in)
+            loss, _ = task.token_loss(output.logits, batch.tgt_out)
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, clip)
@@ -202,7 +221,8 @@ def train_reference(ref_module, reference, task, datamodule, clip: float, args) 
         src, trg = ref_module.make_batch([e.src for e in batch], [e.tgt for e in batch],
                                          PAD_ID, BOS_ID, EOS_ID)  # fmt: skip
         optimizer.zero_grad(set_to_none=True)
-        loss, n = ref_module.batch_loss(reference, src, trg, smoothing, PAD_ID)
+        with training_autocast(args):
+            loss, n = ref_module.batch_loss(reference, src, trg, smoothing, PAD_ID)
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, clip)
@@ -334,7 +354,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     # Ours first (train, then batched decoding), so the high-water mark of RSS after these is
     # ours alone; then the reference's training and the per-sentence decoding.
-    log(f"training: {args.warmup} warm-up + {args.steps} timed steps each, gradient clip {clip}")
+    log(
+        f"training: {args.warmup} warm-up + {args.steps} timed steps each, gradient clip {clip}, "
+        f"precision {args.train_precision}"
+    )
     ours_train = train_ours(task, datamodule, clip, args)
     log(
         f"  ours: {ours_train['tokens_per_s']:,.0f} real target tok/s, "
@@ -360,6 +383,20 @@ def main(argv: list[str] | None = None) -> dict:
     )
     rss_ours = peak_rss_mb()
     log(f"  peak RSS after ours (train + decode): {rss_ours:,.0f} MB")
+    other_precisions = {}
+    for precision in args.precisions:
+        if precision == "32":
+            continue
+        with inference_precision("cpu", precision):
+            decode_all(model.decode, sources[:2], args.beam, args.decode_tokens)  # warm-up
+            run = decode_all(model.decode, sources, args.beam, args.decode_tokens)
+        run["same_as_32"] = sum(a == b for a, b in zip(ours_dec["outputs"], run["outputs"]))
+        other_precisions[precision] = run
+        log(
+            f"  in {precision}: {run['seconds']:.2f} s, {run['sents_per_s']:.1f} sentences/s, "
+            f"{run['tokens_per_s']:,.0f} output tokens/s; best outputs identical to float32: "
+            f"{run['same_as_32']}/{len(sources)}"
+        )
 
     ref_train = None
     if reference is not None:
@@ -398,6 +435,10 @@ def main(argv: list[str] | None = None) -> dict:
         (f"beam-{args.beam} output tokens/s", ours_dec["tokens_per_s"], ref_dec["tokens_per_s"],
          1),
     ]  # fmt: skip
+    for precision, run in other_precisions.items():
+        name = f"beam-{args.beam} {{}}, {precision}"
+        rows.append((name.format("sentences/s"), run["sents_per_s"], None, 2))
+        rows.append((name.format("output tokens/s"), run["tokens_per_s"], None, 1))
     print_table(rows)
     log(
         f"peak RSS: {rss_ours:,.0f} MB after ours (train + batched decode), {peak:,.0f} MB for "
@@ -421,6 +462,11 @@ def main(argv: list[str] | None = None) -> dict:
         "beam_identical_outputs": same,
         "beam_finished": ours_dec["finished"],
         "peak_rss_mb": peak,
+        **{
+            f"beam_{key}_{precision}": run[key]
+            for precision, run in other_precisions.items()
+            for key in ("sents_per_s", "tokens_per_s", "same_as_32")
+        },
         "peak_rss_mb_ours": rss_ours,
         "params": params,
         "ref_params": ref_params,
@@ -432,6 +478,7 @@ def main(argv: list[str] | None = None) -> dict:
         "sentences": len(sources),
         "beam": args.beam,
         "threads": args.threads,
+        "train_precision": args.train_precision,
         "checkpoint": checkpoint,
         "torch": torch.__version__,
     }

@@ -62,6 +62,24 @@ def _log_probs(logits: Tensor, constraint: Constraint | None, state: Any) -> Ten
     return log_probs.masked_fill(~constraint.allowed(state), float("-inf"))
 
 
+def _row_candidates(
+    logits: Tensor, constraint: Constraint | None, state: Any, width: int
+) -> tuple[Tensor, Tensor]:
+    """The `width` best tokens of every row and their log-probabilities, as `_log_probs`
+    gives them: (R, width) scores and token ids.
+
+    The best 2K extensions of an input are among the 2K best tokens of each of its beams, so
+    only those are scored: the log-softmax is a logsumexp and a top-k of the logits, and the
+    (R, V) table of log-probabilities is never written.
+    """
+    logits = logits.float()
+    log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
+    if constraint is not None:
+        logits = logits.masked_fill(~constraint.allowed(state), float("-inf"))
+    top, tokens = logits.topk(min(width, logits.size(-1)), dim=-1)  # (R, width)
+    return top - log_z, tokens
+
+
 def max_lengths(memory: Memory, ratio: float, offset: int) -> Tensor:
     """(B,) output length limit per input: ratio · source length + offset."""
     return (memory.lengths.float() * ratio).long() + offset
@@ -135,7 +153,7 @@ def _one_path(
             Hypothesis(
                 tokens=tokens[b],
                 score=scores[b],
-                attention=torch.stack(weights[b]).cpu() if weights[b] else None,
+                attention=torch.stack(weights[b]).float().cpu() if weights[b] else None,
                 finished=ended[b],
             )
         ]
@@ -252,18 +270,19 @@ def beam_search(
         tokens = history[row].tolist()
         attention = None
         if attn_history is not None:
-            attention = attn_history[row, : len(tokens), : valid[b]].cpu()
+            attention = attn_history[row, : len(tokens), : valid[b]].float().cpu()
         normalised = score / length_penalty(length, alpha)
         finished[b].append(Hypothesis(tokens, normalised, attention, ended))
 
     for t in range(max(limits)):
         n = len(active)
         logits, state, weights = decoder.step(prev, state)
-        log_probs = _log_probs(logits, constraint, constraint_state)  # (n·K, V)
-        vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(n, k * vocab)  # (n, K·V)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (n, 2K)
-        origin, token = top_index // vocab, top_index % vocab  # (n, 2K)
+        row_scores, row_tokens = _row_candidates(logits, constraint, constraint_state, 2 * k)
+        width = row_scores.size(-1)  # 2K, or V if smaller
+        candidates = (scores.view(-1, 1) + row_scores).view(n, k * width)  # (n, K·2K)
+        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)  # (n, 2K)
+        origin = top_index // width  # (n, 2K) the beam each extends
+        token = row_tokens.view(n, k * width).gather(1, top_index)  # (n, 2K)
         is_eos = token == eos
         if return_attention and weights is not None:
             step_weights = weights[:, None, :]  # (n·K, 1, S): the attention behind token t

@@ -152,16 +152,32 @@ class SelfAttention(nn.Module):
         )  # fmt: skip
         return self.out(merge_heads(context))
 
-    def step(self, x: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def step(
+        self, x: Tensor, keys: Tensor, values: Tensor, rows: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """One new position per row attending to its cached prefix and itself.
 
-        x (R, 1, D); keys, values (R, H, t, D/H) of the earlier positions -> the output (R, 1, D)
-        and the caches extended to t+1 positions.
+        x (R, 1, D); keys, values (R', H, t, D/H) of the earlier positions; `rows` (R,), if
+        given, the cache row each row continues (beam search's reordering, applied here in
+        the same copy that extends the cache) -> the output (R, 1, D) and the caches extended
+        to t+1 positions (R, H, t+1, D/H).
         """
         q, k, v = self.project(x)
-        keys, values = torch.cat([keys, k], dim=2), torch.cat([values, v], dim=2)
+        keys, values = _extend(keys, k, rows), _extend(values, v, rows)
         context = F.scaled_dot_product_attention(q, keys, values)
         return self.out(merge_heads(context)), keys, values
+
+
+def _extend(cache: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """cache (R', H, t, d) rows `rows` (all, in order, if None), then `new` (R, H, 1, d) ->
+    (R, H, t+1, d), in one copy of the cache."""
+    if rows is None:
+        return torch.cat([cache, new], dim=2)
+    t = cache.size(2)
+    out = new.new_empty(new.size(0), new.size(1), t + 1, new.size(3))
+    torch.index_select(cache, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
 
 
 class CrossAttention(nn.Module):

@@ -12,7 +12,15 @@ from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders import RNNEncoder
 from seqtasks.memory import Memory, lengths_to_mask
-from seqtasks.search import beam_search, greedy, length_penalty, max_lengths, sample
+from seqtasks.search import (
+    _log_probs,
+    _row_candidates,
+    beam_search,
+    greedy,
+    length_penalty,
+    max_lengths,
+    sample,
+)
 
 VOCAB, BOS, EOS = 12, 2, 3
 LENGTHS = [6, 3, 5, 1]
@@ -414,3 +422,27 @@ def test_constraints(case):
     greedy_out = runs["greedy"](constraint=Forbid(5))
     beam_out = beam_search(decoder, memory, BOS, EOS, 8, 1, alpha=0.0, constraint=Forbid(5))
     assert [g[0].tokens for g in greedy_out] == [b[0].tokens for b in beam_out]
+
+
+class _EvenTokens:
+    """A constraint that allows only even token ids (for `_row_candidates`)."""
+
+    def allowed(self, state: None) -> torch.Tensor:
+        return (torch.arange(VOCAB) % 2 == 0).expand(state, VOCAB)
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_row_candidates_hold_the_best_extensions_of_every_input(constrained):
+    """Beam search scores only each row's 2K best tokens: they must contain the 2K best of the
+    whole (K·V) table of an input, with the scores log_softmax gives them."""
+    k, inputs = 3, 4
+    logits = torch.randn(inputs * k, VOCAB, generator=torch.Generator().manual_seed(0))
+    scores = torch.randn(inputs, k, generator=torch.Generator().manual_seed(1))
+    constraint = _EvenTokens() if constrained else None
+    full = _log_probs(logits, constraint, inputs * k)  # (n·K, V)
+    expected, _ = (scores.view(-1, 1) + full).view(inputs, -1).topk(2 * k, dim=-1)
+
+    row_scores, row_tokens = _row_candidates(logits, constraint, inputs * k, 2 * k)
+    assert torch.allclose(row_scores, full.gather(1, row_tokens), atol=1e-6)
+    got, _ = (scores.view(-1, 1) + row_scores).view(inputs, -1).topk(2 * k, dim=-1)
+    assert torch.allclose(got, expected, atol=1e-6)

@@ -81,6 +81,31 @@ def test_cached_search_equals_rerunning_the_prefix(norm):
                     torch.testing.assert_close(a.attention, b.attention, atol=1e-5, rtol=1e-4)
 
 
+def test_reorders_compose_before_the_next_step():
+    """`reorder` only records the rows (the next step applies them while extending the caches):
+    two reorders in a row, dropping an input on the way, act as their composition."""
+    encoder, decoder = small_model()
+    src, mask = padded_sources()
+    k = 2
+    with torch.no_grad():
+        memory = encoder(src, mask)
+        state = decoder.init_state(memory, beam_size=k)
+        for token in (5, 6):
+            _, state, _ = decoder.step(torch.full((B * k,), token), state)
+        first = torch.tensor([1, 1, 2, 3, 5, 4])  # within each input's K rows
+        second = torch.tensor([0, 1, 5, 4])  # drops input 1
+        prev = torch.tensor([7, 8, 9, 10])
+        twice, _, _ = decoder.step(prev, decoder.reorder(decoder.reorder(state, first), second))
+        once, _, _ = decoder.step(prev, decoder.reorder(state, first[second]))
+        kept = memory.index_select(torch.tensor([0, 2]))
+        fresh = decoder.init_state(kept, beam_size=k)
+        for token in (5, 6):
+            _, fresh, _ = decoder.step(torch.full((2 * k,), token), fresh)
+        direct, _, _ = decoder.step(prev, fresh)
+    torch.testing.assert_close(twice, once)
+    torch.testing.assert_close(twice, direct)
+
+
 @pytest.mark.parametrize("norm", ["post", "pre", "resi_dual"])
 def test_encoder_ignores_padding(norm):
     encoder, _ = small_model(norm)

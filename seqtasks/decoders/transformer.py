@@ -32,7 +32,9 @@ class TransformerState:
     `self_keys`/`self_values` hold, per layer, the keys and values of every position decoded
     so far, one row per hypothesis (R, H, t, D/H): a step computes only the new position.
     `memory_keys`/`memory_values` hold, per layer, the projected memory once per input
-    (B, H, S, D/H), and move only when search drops finished inputs.
+    (B, H, S, D/H), and move only when search drops finished inputs. `rows` (R,), when set, is a
+    reordering of the self-attention caches that the next step applies while extending them,
+    so a beam-search step copies each cache once, not twice.
     """
 
     self_keys: list[Tensor]
@@ -41,6 +43,7 @@ class TransformerState:
     memory_values: list[Tensor]
     mask: Tensor  # (B, S)
     position: int  # t, the index of the next position
+    rows: Tensor | None = None
 
 
 class DecoderLayer(nn.Module):
@@ -88,19 +91,22 @@ class DecoderLayer(nn.Module):
         keys: Tensor,
         values: Tensor,
         mask: Tensor,
-    ) -> tuple[Stream, Tensor, Tensor, Tensor]:
-        """One new position per row: returns the stream, the self-attention caches extended by
-        that position, and the cross-attention weights (R, 1, S)."""
+        rows: Tensor | None,
+        need_weights: bool,
+    ) -> tuple[Stream, Tensor, Tensor, Tensor | None]:
+        """One new position per row (the caches' `rows` reordered first, if given): returns the
+        stream, the self-attention caches extended by that position, and the cross-attention
+        weights (R, 1, S) if asked for."""
         weights = prefix = None
 
         def attend_prefix(h: Tensor) -> Tensor:
             nonlocal prefix
-            out, *prefix = self.self_attention.step(h, prefix_keys, prefix_values)
+            out, *prefix = self.self_attention.step(h, prefix_keys, prefix_values, rows)
             return out
 
         def cross(h: Tensor) -> Tensor:
             nonlocal weights
-            out, weights = self.cross_attention(h, keys, values, mask, need_weights=True)
+            out, weights = self.cross_attention(h, keys, values, mask, need_weights)
             return out
 
         stream = self.residual_self(stream, attend_prefix)
@@ -217,6 +223,7 @@ class TransformerDecoder(Decoder):
         x = self.embeddings(prev_tokens[:, None], start=state.position)  # (R, 1, D)
         stream: Stream = self.stack.begin(x)
         self_keys, self_values = [], []
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             stream, k, v, weights = layer.step(
                 stream,
@@ -225,24 +232,29 @@ class TransformerDecoder(Decoder):
                 state.memory_keys[i],
                 state.memory_values[i],
                 state.mask,
+                state.rows,
+                need_weights=i == last,
             )
             self_keys.append(k)
             self_values.append(v)
         logits = self.logits(self.stack.end(stream))[:, 0]
         state = replace(
-            state, self_keys=self_keys, self_values=self_values, position=state.position + 1
+            state,
+            self_keys=self_keys,
+            self_values=self_values,
+            position=state.position + 1,
+            rows=None,
         )
         return logits, state, weights[:, 0]
 
     def reorder(self, state: TransformerState, index: Tensor) -> TransformerState:
-        rows = state.self_keys[0].size(0)
-        state = replace(
-            state,
-            self_keys=[k.index_select(0, index) for k in state.self_keys],
-            self_values=[v.index_select(0, index) for v in state.self_values],
-        )
-        if index.numel() != rows:  # whole inputs were dropped
-            group = rows // state.mask.size(0)
+        """Row r continues old row index[r]: recorded for the next `step`, which applies it to
+        the self-attention caches as it extends them."""
+        current = state.self_keys[0].size(0) if state.rows is None else state.rows.numel()
+        rows = index if state.rows is None else state.rows.index_select(0, index)
+        state = replace(state, rows=rows)
+        if index.numel() != current:  # whole inputs were dropped
+            group = current // state.mask.size(0)
             inputs = index[::group] // group
             state = replace(
                 state,
