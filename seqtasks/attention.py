@@ -70,8 +70,10 @@ class AdditiveAttention(Attention):
         return self.U(states)  # (B, S, A)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(self.W(query)[:, :, None, :] + keys[:, None, :, :])  # (B, T, S, A)
-        return self.v(hidden).squeeze(-1)  # (B, T, S)
+        hidden = self.W(query)[:, :, None, :] + keys[:, None, :, :]  # (B, T, S, A)
+        # In place and as a matrix-vector product: the (B, T, S, A) tensor is the largest of
+        # a decoder step, and one pass over it fewer is measurably faster.
+        return hidden.tanh_() @ self.v.weight[0]  # (B, T, S)
 
 
 def _check_same_width(name: str, query_dim: int, memory_dim: int) -> None:
