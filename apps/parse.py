@@ -25,6 +25,7 @@ from nltk.tree import Tree, TreePrettyPrinter
 
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
 from seqtasks.data.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.data.text import read_stdin_lines
 from seqtasks.tasks.parsing import ParsingTask
 from seqtasks.trees import to_line
 
@@ -56,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         model = load_task(args.checkpoint, ParsingTask, "parsing", resolve_device(args.device))
+        lines = read_stdin_lines()
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    lines = sys.stdin.read().splitlines()
     if args.pretokenized:
         sentences = [escape_brackets(line.split()) for line in lines]
     else:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
-from seqtasks.data.text import read_lines
+from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.files import write_atomic
 from seqtasks.plots import plot_attention
 from seqtasks.tasks.translation import TranslationTask
@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        lines = read_lines(args.input) if args.input else sys.stdin.read().splitlines()
+        lines = read_lines(args.input) if args.input else read_stdin_lines()
         model = load_task(
             args.checkpoint, TranslationTask, "translation", resolve_device(args.device)
         )

@@ -28,6 +28,7 @@ import zipfile
 from pathlib import Path
 
 from seqtasks.data.captions import CaptionedImage, read_caption_folder, read_karpathy
+from seqtasks.data.text import read_lines
 from seqtasks.files import temporary_path, write_atomic
 
 DEFAULT_SOURCE = [
@@ -55,9 +56,14 @@ def fetch(source: str, downloads: Path) -> Path:
     if target.suffix != ".zip":
         return target
     unpacked = target.with_suffix("")
-    if not unpacked.exists():
-        with zipfile.ZipFile(target) as archive:
-            archive.extractall(unpacked)
+    if not unpacked.exists():  # unpacked beside it and renamed, so it is never half there
+        partial = temporary_path(unpacked)
+        try:
+            with zipfile.ZipFile(target) as archive:
+                archive.extractall(partial)
+            partial.replace(unpacked)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return unpacked
 
 
@@ -76,15 +82,18 @@ def find(roots: list[Path], name: str) -> Path | None:
 def read_flickr8k_text(token_file: Path, images: Path) -> list[CaptionedImage]:
     """The original Flickr8k text release: `image#n<TAB>caption` lines and split lists."""
     captions: dict[str, list[str]] = {}
-    for line in token_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            key, caption = line.split("\t", 1)
-            captions.setdefault(key.split("#")[0], []).append(caption.strip())
+    for number, line in enumerate(read_lines(token_file), start=1):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise ValueError(f"{token_file}:{number}: expected 'image#n<TAB>caption', got {line!r}")
+        key, caption = line.split("\t", 1)
+        captions.setdefault(key.split("#")[0], []).append(caption.strip())
     splits = {}
     for split, stem in FLICKR8K_SPLITS.items():
         listing = token_file.parent / f"Flickr_8k.{stem}.txt"
         if listing.is_file():
-            splits |= {name.strip(): split for name in listing.read_text().split()}
+            splits |= {name: split for line in read_lines(listing) for name in line.split()}
     return [CaptionedImage(images / name, c, splits.get(name)) for name, c in captions.items()]
 
 

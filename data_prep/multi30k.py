@@ -5,8 +5,9 @@
 
 Writes to --out (default data/multi30k): `{train,val,test_2016_flickr}.{lang}` as plain UTF-8
 text, one sentence a line, and `spm.{lang}.model` for each language, what `TranslationData`
-reads. Every file is written to a temporary name and renamed, so an interrupted run never
-leaves a truncated file behind.
+reads. Nothing is written before every file has been read and checked (UTF-8, the same line
+count in every language), and every file is written to a temporary name and renamed, so a bad
+source or an interrupted run never leaves a truncated file or a mix of old and new ones.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from seqtasks.data.text import decode_lines
 from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.files import write_atomic
 
@@ -47,23 +49,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--joint", action="store_true", help="one model shared by all languages")
     args = parser.parse_args(argv)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    train_lines: dict[str, list[str]] = {}
-    counts: dict[str, int] = {}
+    corpus: dict[str, dict[str, list[str]]] = {}  # split -> lang -> lines
     for split in SPLITS:
         for lang in args.langs:
+            name = f"{split}.{lang}"
             try:
-                data = fetch(args.source, f"{split}.{lang}")
+                data = fetch(args.source, name)
             except (OSError, ValueError) as error:
-                sys.exit(f"error: cannot read {split}.{lang} from {args.source}: {error}")
-            text = data.decode("utf-8")
-            lines = text.splitlines()
-            if counts.setdefault(split, len(lines)) != len(lines):
-                sys.exit(f"error: {split}.{lang} has {len(lines)} lines, expected {counts[split]}")
-            write_atomic(args.out / f"{split}.{lang}", ("\n".join(lines) + "\n").encode("utf-8"))
-            if split == "train":
-                train_lines[lang] = lines
-        print(f"{split}: {counts[split]} sentence pairs")
+                sys.exit(f"error: cannot read {name} from {args.source}: {error}")
+            try:
+                lines = decode_lines(data, f"{args.source.rstrip('/')}/{name}")
+            except ValueError as error:
+                sys.exit(f"error: {error}")
+            sides = corpus.setdefault(split, {})
+            for other, other_lines in sides.items():
+                if len(other_lines) != len(lines):
+                    sys.exit(
+                        f"error: misaligned parallel files: {split}.{other} has "
+                        f"{len(other_lines)} lines but {name} has {len(lines)}"
+                    )
+            sides[lang] = lines
+    # Everything was read and checked: only now are files replaced, so a bad source never
+    # leaves a folder of mixed old and new files.
+    for split, sides in corpus.items():
+        for lang, lines in sides.items():
+            write_atomic(args.out / f"{split}.{lang}", "".join(line + "\n" for line in lines))
+        print(f"{split}: {len(next(iter(sides.values())))} sentence pairs")
+    train_lines = corpus["train"]
 
     if args.joint:
         joint = [line for lang in args.langs for line in train_lines[lang]]

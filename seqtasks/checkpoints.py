@@ -1,24 +1,33 @@
-"""Loading a task from a checkpoint with errors a person can act on."""
+"""Checkpoint files: loading a task with errors a person can act on, writing them atomically,
+keeping the latest one to resume from, and averaging the weights of several."""
 
 from __future__ import annotations
 
 import pickle
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import lightning as L
 import torch
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from torch import Tensor
+
+from seqtasks.files import open_atomic
 
 T = TypeVar("T", bound=L.LightningModule)
 
 
 class CheckpointError(Exception):
-    """A checkpoint that is missing, unreadable, or of another task."""
+    """A checkpoint that is missing, unreadable, of another task, or unlike its peers."""
 
 
-def checkpoint_task(path: str | Path) -> str:
-    """The task a seqtasks checkpoint was trained for ('translation', …)."""
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """A seqtasks checkpoint as a dict, read without unpickling code (`weights_only`)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no such checkpoint: {path}")
@@ -31,7 +40,30 @@ def checkpoint_task(path: str | Path) -> str:
     stored = checkpoint.get("seqtasks")
     if not isinstance(stored, dict) or "task" not in stored:
         raise CheckpointError(f"{path} was not written by seqtasks (no tokenisers or task inside)")
-    return stored["task"]
+    return checkpoint
+
+
+def checkpoint_task(path: str | Path) -> str:
+    """The task a seqtasks checkpoint was trained for ('translation', …)."""
+    return read_checkpoint(path)["seqtasks"]["task"]
+
+
+def stored_entries(checkpoint: dict[str, Any], task: str, keys: Sequence[str]) -> list[Any]:
+    """What a `task` checkpoint keeps beside its weights (tokenisers, vocabularies), by `keys`.
+
+    Raises:
+        ValueError: naming the task found, or the entries that are missing.
+    """
+    stored = checkpoint.get("seqtasks", {})
+    if stored.get("task") != task:
+        raise ValueError(f"not a {task} checkpoint (task: {stored.get('task', 'unknown')})")
+    missing = [key for key in keys if key not in stored]
+    if missing:
+        raise ValueError(
+            f"this {task} checkpoint lacks {', '.join(missing)}: without them the model cannot "
+            "read or write text"
+        )
+    return [stored[key] for key in keys]
 
 
 def load_task(path: str | Path, task_class: type[T], task: str, device: str = "cpu") -> T:
@@ -39,7 +71,10 @@ def load_task(path: str | Path, task_class: type[T], task: str, device: str = "c
     found = checkpoint_task(path)
     if found != task:
         raise CheckpointError(f"{path} is a {found} checkpoint, not a {task} one")
-    model = task_class.load_from_checkpoint(path, map_location=device)
+    try:
+        model = task_class.load_from_checkpoint(path, map_location=device)
+    except ValueError as error:  # from the task's on_load_checkpoint
+        raise CheckpointError(f"{path}: {error}") from None
     return model.eval()
 
 
@@ -48,3 +83,117 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's `TorchCheckpointIO`, writing each checkpoint to a temporary file beside it
+    and renaming that into place (`seqtasks.files.open_atomic`), so a crash or a kill mid-write
+    leaves the previous `last.ckpt` whole.
+
+    Lightning 2.6 writes through an fsspec transaction whose temporary file lives in the system
+    temporary folder; moving it into place is a rename only when that folder shares a file
+    system with the checkpoint, and otherwise a copy over the old file that a kill cuts short.
+    Remote paths (s3://, gs://, …) keep Lightning's writer: object stores replace whole objects.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
+    ) -> None:
+        fs, local_path = url_to_fs(str(path))
+        if storage_options is not None or not isinstance(fs, LocalFileSystem):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        with open_atomic(local_path) as f:
+            torch.save(checkpoint, f)
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """Writes `last.ckpt` after every validation (at every epoch's end when there is none),
+    for `--ckpt_path last` to resume from.
+
+    Since Lightning 2.6, `ModelCheckpoint(save_last=True)` copies last.ckpt only when it writes
+    a top-k checkpoint too, which with a monitored metric means only when the metric improved:
+    a killed run would go back to its best validation, not its latest. This is a checkpoint
+    without a monitor that keeps a single file named last; the configs pair it with a
+    monitored ModelCheckpoint that keeps the best.
+
+    Args:
+        dirpath: the folder; by default the logger's `<version>/checkpoints`.
+    """
+
+    def __init__(self, dirpath: str | None = None):
+        super().__init__(
+            dirpath=dirpath, filename=self.CHECKPOINT_NAME_LAST, enable_version_counter=False
+        )
+
+
+def _signature(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What checkpoints must share to be averaged: task, model class, vocabularies, and the
+    name, shape and dtype of every tensor."""
+    return {
+        "task": checkpoint["seqtasks"]["task"],
+        "model class": checkpoint.get("hyper_parameters", {}).get("_class_path"),
+        "vocabularies": {k: v for k, v in checkpoint["seqtasks"].items() if k != "task"},
+        "tensors": {
+            name: (tuple(t.shape), t.dtype)
+            for name, t in checkpoint["state_dict"].items()
+            if isinstance(t, Tensor)
+        },
+    }
+
+
+def _difference(first: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """How `other`'s signature differs from `first`'s, in words; None if it does not."""
+    if other["task"] != first["task"]:
+        return f"it is a {other['task']} checkpoint, not a {first['task']} one"
+    if other["model class"] != first["model class"]:
+        return f"its model is a {other['model class']}, not a {first['model class']}"
+    if other["vocabularies"] != first["vocabularies"]:
+        return "its vocabularies differ"
+    names, first_names = other["tensors"].keys(), first["tensors"].keys()
+    if names != first_names:
+        extra, missing = sorted(names - first_names), sorted(first_names - names)
+        return f"its architecture differs (only here: {extra[:3]}; missing: {missing[:3]})"
+    for name, (shape, dtype) in other["tensors"].items():
+        if (shape, dtype) != first["tensors"][name]:
+            first_shape, first_dtype = first["tensors"][name]
+            return (
+                f"its architecture differs: {name} is {list(shape)} {dtype}, "
+                f"not {list(first_shape)} {first_dtype}"
+            )
+    return None
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """One checkpoint whose floating-point weights are the mean of those in `paths` (summed in
+    float64, cast back); integer buffers and everything else (hyperparameters, vocabularies,
+    optimiser and loop state) come from the newest one (highest global step, the later one
+    named on a tie). The checkpoints are read one at a time.
+
+    Raises `CheckpointError` naming the file if one is unreadable or differs from the first
+    in task, model class, vocabularies or tensor names, shapes and dtypes.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    sums: dict[str, Tensor] = {}
+    first_path, first, newest = Path(paths[0]), None, None
+    for path in map(Path, paths):
+        checkpoint = read_checkpoint(path)
+        signature = _signature(checkpoint)
+        if first is None:
+            first = signature
+        elif (difference := _difference(first, signature)) is not None:
+            raise CheckpointError(f"cannot average {path} with {first_path}: {difference}")
+        for name, tensor in checkpoint["state_dict"].items():
+            if isinstance(tensor, Tensor) and tensor.is_floating_point():
+                total = tensor.to(torch.float64)
+                sums[name] = total if name not in sums else sums[name].add_(total)
+        if newest is None or checkpoint.get("global_step", 0) >= newest.get("global_step", 0):
+            newest = checkpoint
+    averaged = dict(newest)
+    averaged["state_dict"] = {
+        name: (sums[name] / len(paths)).to(tensor.dtype) if name in sums else tensor
+        for name, tensor in newest["state_dict"].items()
+    }
+    averaged["averaged_from"] = [str(path) for path in paths]
+    return averaged

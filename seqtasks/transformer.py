@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from seqtasks.dropout import Dropout
 
@@ -293,6 +294,16 @@ class StackNorm(nn.Module):
         if self.placement == "pre":
             return self.norm(x)
         return x + self.norm(dual)
+
+
+def recomputed(layer: nn.Module, enabled: bool) -> Callable[..., Any]:
+    """The layer, or, if `enabled`, the layer under activation checkpointing (Chen et al. 2016):
+    the backward pass recomputes its forward instead of keeping its activations, so training
+    memory holds one layer's activations plus each layer's input, for about a third more
+    compute. The recomputation replays the same random numbers, so dropout masks match."""
+    if not enabled:
+        return layer
+    return lambda *args: checkpoint(layer, *args, use_reentrant=False)
 
 
 def init_linear_layers(module: nn.Module) -> None:

@@ -26,16 +26,19 @@ def read_trees(text: str, source: str = "<text>") -> list[Tree]:
 
     Raises:
         TreebankError: for unbalanced brackets, a word outside any bracket, or a bracket that
-            holds a word beside anything else, naming `source`, the tree number (from 1) and
-            the line.
+            holds a word beside anything else, naming `source`, the tree number (from 1), the
+            line it starts on and, if elsewhere, the line of the problem.
     """
     trees: list[Tree] = []
     stack: list[Tree] = []
     tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(text)]
+    start = 0  # where the tree being read starts
     i = 0
     while i < len(tokens):
         token, at = tokens[i]
         problem = None
+        if not stack:
+            start = at
         if token == "(":
             label = tokens[i + 1][0] if i + 1 < len(tokens) else "("
             if label in ("(", ")"):
@@ -62,36 +65,49 @@ def read_trees(text: str, source: str = "<text>") -> list[Tree]:
         else:
             stack[-1].append(token)
         if problem:
-            line = text.count("\n", 0, at) + 1
-            raise TreebankError(f"{source}: tree {len(trees) + 1} (line {line}): {problem}")
+            raise _error(source, len(trees) + 1, _line(text, start), problem, _line(text, at))
         i += 1
     if stack:
-        raise TreebankError(
-            f"{source}: tree {len(trees) + 1}: unbalanced brackets: {len(stack)} still open "
-            "at the end"
-        )
+        problem = f"unbalanced brackets: {len(stack)} still open at the end"
+        raise _error(source, len(trees) + 1, _line(text, start), problem)
     return trees
 
 
-def _tree_number(text: str) -> int:
-    """The number (from 1) of the tree that is being read where `text` ends."""
-    depth, number = 0, 1
-    for token in _TOKEN.findall(text):
-        depth += (token == "(") - (token == ")")
-        number += token == ")" and depth == 0
-    return number
+def _line(text: str, at: int) -> int:
+    """The line (from 1) of offset `at`."""
+    return text.count("\n", 0, at) + 1
+
+
+def _error(
+    source: str, number: int, line: int, problem: str, problem_line: int | None = None
+) -> TreebankError:
+    """`source: tree N (line L): problem`, L the line the tree starts on, and the problem's own
+    line when it is another."""
+    where = f" at line {problem_line}" if problem_line not in (None, line) else ""
+    return TreebankError(f"{source}: tree {number} (line {line}): {problem}{where}")
+
+
+def _tree_start(text: str) -> tuple[int, int]:
+    """(number from 1, offset) of the tree that is being read where `text` ends."""
+    depth, number, start = 0, 1, len(text)
+    for m in _TOKEN.finditer(text):
+        if depth == 0:
+            start = m.start()
+        depth += (m.group() == "(") - (m.group() == ")")
+        if m.group() == ")" and depth == 0:
+            number, start = number + 1, len(text)
+    return number, start
 
 
 def decode_trees(raw: bytes, source: str) -> list[Tree]:
-    """The trees of a UTF-8 file's bytes; errors name `source` and the tree number."""
+    """The trees of a UTF-8 file's bytes; errors name `source`, the tree number and its line."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         before = raw[: error.start].decode("utf-8")
-        line = before.count("\n") + 1
-        raise TreebankError(
-            f"{source}: tree {_tree_number(before)} (line {line}): invalid UTF-8"
-        ) from None
+        number, start = _tree_start(before)
+        line = _line(before, start)
+        raise _error(source, number, line, "invalid UTF-8", _line(before, len(before))) from None
     return read_trees(text, source)
 
 

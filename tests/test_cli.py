@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import flickr8k_subset, prepare_ptb
+from conftest import flickr8k_subset, prepare_ptb, subprocess_env
 
-from seqtasks.data import CaptionData, DatesData, ParsingData, ShapesData, TranslationData
+from seqtasks.data import (
+    CaptionData,
+    DatesData,
+    ParsingData,
+    ShapesData,
+    ShardedTranslationData,
+    TranslationData,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("**/*.yaml"))
@@ -47,6 +54,24 @@ def data_overrides(config: Path, multi30k_dir: Path, tmp_path: Path) -> list[str
             str(tmp_path / "dates"),
             "--data.init_args.num_train",
             "1000",
+            *SMALL_BATCHES,
+        ]
+    if issubclass(cls, ShardedTranslationData):  # shards of the test corpus, by data_prep
+        shards = tmp_path / "shards"
+        prepare = [sys.executable, str(REPO / "data_prep" / "shards.py"), "--source"]
+        result = subprocess.run(
+            [*prepare, str(multi30k_dir), "--out", str(shards)],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return [
+            "--data.init_args.data_dir",
+            str(multi30k_dir),
+            "--data.init_args.shard_dir",
+            str(shards),
             *SMALL_BATCHES,
         ]
     if issubclass(cls, TranslationData):

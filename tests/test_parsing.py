@@ -336,7 +336,7 @@ def test_bad_inputs_get_clear_messages(checkpoint, call, ptb_dir, tmp_path):
     gold = str(ptb_dir / "dev.mrg")
     for pred, message in [
         (short, f"{gold} has 273 trees but {short} has 1"),
-        (broken, f"{broken}: tree 2: unbalanced brackets"),
+        (broken, f"{broken}: tree 2 (line 2): unbalanced brackets"),
     ]:
         status, _, err = call("evaluate", "parsing", "--gold", gold, "--pred", str(pred))
         assert status == 2 and message in err

@@ -183,6 +183,36 @@ def test_every_norm_placement_overfits_a_copy_task(norm):
     assert exact == 1.0, f"{norm}: exact match {exact:.0%}, last epoch's loss {total:.3f}"
 
 
+@pytest.mark.parametrize("norm, bf16", [("post", False), ("resi_dual", False), ("pre", True)])
+def test_activation_checkpointing_keeps_loss_and_gradients(norm, bf16):
+    """Recomputing each layer in the backward pass gives the same loss and gradients, dropout
+    masks and bf16 autocast included, while autograd keeps fewer activations; evaluation never
+    recomputes."""
+    src, mask, tgt_in, tgt_out = copy_task(4)
+
+    def run(checkpointing: bool, training: bool = True):
+        torch.manual_seed(0)
+        sizes = dict(d_model=16, num_heads=4, num_layers=2, ff_dim=32, norm=norm, dropout=0.3)
+        sizes.update(attention_dropout=0.2, activation_checkpointing=checkpointing)
+        encoder = TransformerEncoder(VOCAB, **sizes).train(training)
+        decoder = TransformerDecoder(VOCAB, encoder.out_dim, **sizes).train(training)
+        saved = []
+        keep = torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t)
+        with keep, torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+            logits = decoder(encoder(src, mask), tgt_in, need_weights=True).logits.float()
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID)
+        loss.backward()
+        named = [*encoder.named_parameters("encoder"), *decoder.named_parameters("decoder")]
+        return loss, {name: p.grad for name, p in named}, len(saved)
+
+    loss, grads, kept = run(checkpointing=False)
+    loss_ckpt, grads_ckpt, kept_ckpt = run(checkpointing=True)
+    torch.testing.assert_close(loss_ckpt, loss, rtol=0, atol=0)
+    torch.testing.assert_close(grads_ckpt, grads, rtol=1e-6, atol=1e-7)
+    assert kept_ckpt < kept / 2, f"{kept_ckpt} tensors kept with checkpointing, {kept} without"
+    assert run(checkpointing=True, training=False)[2] == run(False, training=False)[2]
+
+
 def test_grid_memory_gets_2d_positions():
     _, decoder = small_model()
     states = torch.randn(2, 6, 16)

@@ -83,7 +83,7 @@ def test_sample_is_clean_and_round_trips_through_one_line(sample_trees):
     "text, problem",
     [
         ("(S (NP a))\n(S (NP b)))", "tree 3 (line 2): unbalanced brackets"),
-        ("(S (NP a))\n(S (NP b)", "tree 2: unbalanced brackets: 1 still open"),
+        ("(S (NP a))\n(S (NP b)", "tree 2 (line 2): unbalanced brackets: 1 still open"),
         ("(S (NP a)) stray", "tree 2 (line 1): word 'stray' outside any bracket"),
         ("(S (NP a b))", "tree 1 (line 1): (NP …) holds 'b' beside another child"),
         ("(S (NP a (NN b)))", "tree 1 (line 1): (NP …) holds a word beside a bracket"),

@@ -3,6 +3,7 @@
 from seqtasks.data.captioning import CaptionData, ShapesData
 from seqtasks.data.dates import DatesData
 from seqtasks.data.parsing import ParsingData
+from seqtasks.data.sharded_translation import ShardedTranslationData
 from seqtasks.data.tokenizer import SentencePieceTokenizer, train_sentencepiece
 from seqtasks.data.translation import Batch, TranslationData
 
@@ -13,6 +14,7 @@ __all__ = [
     "ParsingData",
     "SentencePieceTokenizer",
     "ShapesData",
+    "ShardedTranslationData",
     "TranslationData",
     "train_sentencepiece",
 ]

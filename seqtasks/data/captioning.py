@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from seqtasks.data.shapes import LEVELS, Scene, write_world
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.data.translation import pad
 from seqtasks.data.words import WordTokenizer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -47,7 +50,8 @@ class CaptionBatch:
 
 
 class CaptionDataset(Dataset):
-    """(image, caption) pairs of one split: for training every caption of every image, for
+    """(image, caption) pairs of one split: for training every caption of every image up to
+    `max_length` words (longer ones are skipped with a warning that counts them), for
     evaluation the first caption of each image (the scores use all of them).
 
     Images are read from disk, or their backbone maps from `features` once it is set.
@@ -59,6 +63,7 @@ class CaptionDataset(Dataset):
         tokenizer: WordTokenizer,
         image_size: int,
         every_caption: bool,
+        max_length: int,
     ):
         self.images, self.image_size = images, image_size
         self.targets = [[tokenizer.encode(c) for c in image.captions] for image in images]
@@ -67,6 +72,16 @@ class CaptionDataset(Dataset):
             for i, image in enumerate(images)
             for j in (range(len(image.captions)) if every_caption else [0])
         ]
+        if every_caption:
+            short = [(i, j) for i, j in self.pairs if len(self.targets[i][j]) <= max_length]
+            if len(short) < len(self.pairs):
+                log.warning(
+                    "skipped %d of %d training captions with more than max_length %d words",
+                    len(self.pairs) - len(short),
+                    len(self.pairs),
+                    max_length,
+                )
+            self.pairs = short
         self.features: FeatureCache | None = None
 
     def __len__(self) -> int:
@@ -110,6 +125,8 @@ class CaptionData(L.LightningDataModule):
         test_split: the split `test` and `predict` use ("holdout" for the shapes world's
             compositional hold-out).
         batch_size: (image, caption) pairs per training batch; evaluation batches are images.
+        max_length: training captions with more words are skipped, with a warning that
+            counts them (evaluation keeps every reference).
         feature_cache: folder for the feature maps of a frozen backbone (None: no cache).
         num_workers: DataLoader worker processes.
     """
@@ -124,11 +141,13 @@ class CaptionData(L.LightningDataModule):
         test_images: int = TEST_IMAGES,
         test_split: str = "test",
         batch_size: int = 32,
+        max_length: int = 100,
         feature_cache: str | None = "data/features",
         num_workers: int = 0,
     ):
         super().__init__()
         self.image_size, self.batch_size, self.num_workers = image_size, batch_size, num_workers
+        self.max_length = max_length
         self.feature_cache = feature_cache
         self.stage_splits = {
             "fit": "train",
@@ -142,6 +161,13 @@ class CaptionData(L.LightningDataModule):
         training = [c for image in self.splits.get("train", []) for c in image.captions]
         if not training:
             raise ValueError(f"{source} has no training images")
+        missing = [
+            i.path for images in self.splits.values() for i in images if not i.path.is_file()
+        ]
+        if missing:
+            raise FileNotFoundError(
+                f"{len(missing)} images of {source} are missing, e.g. {missing[0]}"
+            )
         self.tokenizer = WordTokenizer.build(training, min_freq)
         self.datasets: dict[str, CaptionDataset] = {}
 
@@ -155,7 +181,11 @@ class CaptionData(L.LightningDataModule):
             if name not in self.datasets:
                 split = self.stage_splits[name]
                 self.datasets[name] = CaptionDataset(
-                    self.splits.get(split, []), self.tokenizer, self.image_size, name == "fit"
+                    self.splits.get(split, []),
+                    self.tokenizer,
+                    self.image_size,
+                    every_caption=name == "fit",
+                    max_length=self.max_length,
                 )
 
     def use_features(self, extract: Callable[[Tensor], Tensor], key: str) -> None:

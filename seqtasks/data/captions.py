@@ -15,12 +15,15 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from PIL import Image
 from torch import Tensor
 
 from seqtasks.data.shapes import Scene
+from seqtasks.data.text import read_lines
+from seqtasks.data.words import words
 
 log = logging.getLogger(__name__)
 VAL_IMAGES, TEST_IMAGES = 50, 100  # split sizes for a source without splits
@@ -61,31 +64,47 @@ def _image_folder(root: Path, first: Path) -> Path:
     return root / "images" if (root / "images" / first).exists() else root
 
 
+def read_json(path: Path) -> Any:
+    """The content of a UTF-8 JSON file; errors name the file (and the line, for JSON)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: invalid UTF-8 at byte {error.start}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from None
+
+
 def read_caption_folder(folder: Path, image_dir: Path | None = None) -> list[CaptionedImage]:
     """Images of a `captions.txt` folder, in order of first appearance; they are looked for
-    in `image_dir` (default: the folder's `images/`, or the folder itself)."""
+    in `image_dir` (default: the folder's `images/`, or the folder itself). Blank lines are
+    skipped with a warning that counts them."""
     table = folder / "captions.txt"
     if not table.is_file():
         raise FileNotFoundError(f"{table} not found: a caption folder needs captions.txt")
     by_image: dict[str, list[str]] = {}
-    with open(table, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header[:2]] != ["image", "caption"]:
-            raise ValueError(f"{table}: the first row must be the header 'image,caption'")
-        for number, row in enumerate(reader, start=2):
-            if len(row) != 2:
-                raise ValueError(f"{table}:{number}: expected 'image,caption', got {row!r}")
+    reader = csv.reader(read_lines(table))
+    header = next(reader, None)
+    if header is None or [h.strip() for h in header[:2]] != ["image", "caption"]:
+        raise ValueError(f"{table}: the first row must be the header 'image,caption'")
+    blank = 0
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            blank += 1
+        elif len(row) != 2:
+            raise ValueError(f"{table}:{reader.line_num}: expected 'image,caption', got {row!r}")
+        else:
             by_image.setdefault(row[0].strip(), []).append(row[1].strip())
+    if blank:
+        log.warning("%s: skipped %d blank lines", table, blank)
     if not by_image:
         raise ValueError(f"{table} has no captions")
     splits: dict[str, str] = {}
     if (folder / "splits.json").is_file():
-        listed = json.loads((folder / "splits.json").read_text())
+        listed = read_json(folder / "splits.json")
         splits = {name: split for split, names in listed.items() for name in names}
     scenes = {}
     if (folder / "scenes.json").is_file():
-        scenes = json.loads((folder / "scenes.json").read_text())
+        scenes = read_json(folder / "scenes.json")
     images = image_dir or _image_folder(folder, Path(next(iter(by_image))))
     return [
         CaptionedImage(
@@ -103,19 +122,43 @@ def read_karpathy(path: Path, image_dir: Path | None = None) -> list[CaptionedIm
     file's folder, or its `images/`), in `filepath/filename` when a filepath is given."""
     if not path.is_file():
         raise FileNotFoundError(f"no such Karpathy split file: {path}")
-    entries = json.loads(path.read_text())["images"]
+    content = read_json(path)
+    entries = content.get("images") if isinstance(content, dict) else None
     if not entries:
-        raise ValueError(f"{path} lists no images")
-    first = Path(entries[0].get("filepath", "")) / entries[0]["filename"]
-    root = image_dir or _image_folder(path.parent, first)
-    return [
-        CaptionedImage(
-            root / entry.get("filepath", "") / entry["filename"],
-            [" ".join(s["tokens"]) for s in entry["sentences"]],
-            "train" if entry["split"] == "restval" else entry["split"],
+        raise ValueError(f"{path} lists no images (it needs a non-empty 'images' list)")
+    images, root = [], image_dir
+    for number, entry in enumerate(entries):
+        try:
+            relative = Path(entry.get("filepath", "")) / entry["filename"]
+            captions = [" ".join(sentence["tokens"]) for sentence in entry["sentences"]]
+            split = "train" if entry["split"] == "restval" else entry["split"]
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(
+                f"{path}: images[{number}] needs filename, split and sentences[].tokens "
+                f"({type(error).__name__}: {error})"
+            ) from None
+        root = root or _image_folder(path.parent, relative)
+        images.append(CaptionedImage(root / relative, captions, split))
+    return images
+
+
+def without_empty_captions(images: list[CaptionedImage], source: Path) -> list[CaptionedImage]:
+    """The images with their captions that have a word (see `words`), and a warning that
+    counts the captions and images left out."""
+    kept, empty = [], 0
+    for image in images:
+        captions = [c for c in image.captions if words(c)]
+        empty += len(image.captions) - len(captions)
+        if captions:
+            kept.append(CaptionedImage(image.path, captions, image.split, image.scene))
+    if empty or len(kept) < len(images):
+        log.warning(
+            "%s: left out %d captions without a word, and %d images left with no caption",
+            source,
+            empty,
+            len(images) - len(kept),
         )
-        for entry in entries
-    ]
+    return kept
 
 
 def assign_splits(images: list[CaptionedImage], val_images: int, test_images: int) -> None:
@@ -146,7 +189,8 @@ def read_captions(
 ) -> dict[str, list[CaptionedImage]]:
     """The captioned images of `source`, a `captions.txt` folder or a Karpathy `.json` file
     (with the images in `image_dir` when given), by split (see `assign_splits`). Images of a
-    folder with a `splits.json` that it does not list are left out, with a warning."""
+    folder with a `splits.json` that it does not list are left out, with a warning; so are
+    captions without a word, and images left without a caption."""
     source, image_dir = Path(source), Path(image_dir) if image_dir else None
     if source.suffix == ".json":
         images = read_karpathy(source, image_dir)
@@ -154,6 +198,7 @@ def read_captions(
         images = read_caption_folder(source, image_dir)
     else:
         raise FileNotFoundError(f"no such caption folder or Karpathy file: {source}")
+    images = without_empty_captions(images, source)
     assign_splits(images, val_images, test_images)
     splits: dict[str, list[CaptionedImage]] = {}
     for image in images:

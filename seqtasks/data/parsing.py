@@ -11,6 +11,7 @@ contexts and carry what the model knows about unseen words.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from seqtasks.data.translation import Batch, ParallelDataset, pad
 from seqtasks.linearisation import linearise
 from seqtasks.trees import read_treebank, to_line
 
+log = logging.getLogger(__name__)
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]  # at PAD_ID, UNK_ID, BOS_ID, EOS_ID
 SUFFIXES = ("ing", "ed", "ion", "er", "est", "ly", "ity", "al", "ble", "ic", "ive", "y", "s")
 
@@ -160,6 +162,9 @@ class ParsingData(L.LightningDataModule):
         word_dropout: α; a training word seen c times is read as its class with probability
             α / (α + c) (0 turns word dropout off).
         max_tokens: padded tokens per training batch (evaluation uses twice as many).
+        max_length: training trees whose bracket sequence is longer than this, like trees
+            without words, are skipped with a warning that counts them (evaluation keeps
+            every tree).
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
     """
@@ -175,6 +180,7 @@ class ParsingData(L.LightningDataModule):
         min_count: int = 2,
         word_dropout: float = 0.25,
         max_tokens: int = 4096,
+        max_length: int = 1000,
         num_workers: int = 0,
         seed: int = 0,
     ):
@@ -187,8 +193,20 @@ class ParsingData(L.LightningDataModule):
             "predict": test_split,
         }
         self.word_dropout = word_dropout
-        self.max_tokens, self.num_workers, self.seed = max_tokens, num_workers, seed
-        train = self.read(train_split)
+        self.max_tokens, self.max_length = max_tokens, max_length
+        self.num_workers, self.seed = num_workers, seed
+        train, empty, long = self.training_trees(train_split)
+        if empty or long:
+            log.warning(
+                "%s: skipped %d of %d training trees: %d without words, %d with a bracket "
+                "sequence over max_length %d tokens",
+                self.data_dir / f"{train_split}.mrg",
+                empty + long,
+                len(train) + empty + long,
+                empty,
+                long,
+                max_length,
+            )
         self.counts = Counter(w for tree in train for w in tree.leaves())
         self.vocabulary = ParsingVocabulary.build(train, tags, reverse, min_count)
         self.datasets: dict[str, ParallelDataset] = {}
@@ -202,6 +220,19 @@ class ParsingData(L.LightningDataModule):
                 "test split: use --data.init_args.test_split dev)"
             )
         return read_treebank(path)
+
+    def training_trees(self, split: str) -> tuple[list[Tree], int, int]:
+        """The trees of `split` a model can learn from, and how many were skipped for having
+        no words and for a bracket sequence over `max_length` tokens."""
+        trees, empty, long = [], 0, 0
+        for tree in self.read(split):
+            if not tree.leaves():
+                empty += 1
+            elif len(linearise(tree)) > self.max_length:
+                long += 1
+            else:
+                trees.append(tree)
+        return trees, empty, long
 
     @property
     def src_vocab_size(self) -> int:
@@ -228,7 +259,8 @@ class ParsingData(L.LightningDataModule):
         needed = {"fit": ["fit", "validate"], "validate": ["validate"]}.get(stage, [stage])
         for name in needed:
             if name not in self.datasets:
-                trees = self.read(self.splits[name])
+                split = self.splits[name]
+                trees = self.training_trees(split)[0] if name == "fit" else self.read(split)
                 self.datasets[name] = ParallelDataset([self.example(t) for t in trees])
 
     def _loader(self, name: str, train: bool) -> DataLoader:

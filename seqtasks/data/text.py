@@ -3,7 +3,26 @@
 from __future__ import annotations
 
 import gzip
+import sys
 from pathlib import Path
+
+
+def decode_lines(raw: bytes, source: str) -> list[str]:
+    """The lines of UTF-8 bytes, without line ends. Lines end only at \\n, \\r or \\r\\n (never
+    at the other breaks `str.splitlines` knows, such as U+2028), so line counts stay aligned.
+
+    Raises:
+        ValueError: for invalid UTF-8, naming `source` and the line.
+    """
+    lines = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            lines.append(line.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{source}:{number}: invalid UTF-8 at byte {error.start} of the line"
+            ) from None
+    return lines
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -18,16 +37,15 @@ def read_lines(path: str | Path) -> list[str]:
         raise FileNotFoundError(f"no such file: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        raw = f.read()
-    lines = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        try:
-            lines.append(line.decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{path}:{number}: invalid UTF-8 at byte {error.start} of the line"
-            ) from None
-    return lines
+        return decode_lines(f.read(), str(path))
+
+
+def read_stdin_lines() -> list[str]:
+    """The lines of standard input, as `decode_lines` reads them; invalid UTF-8 is named by
+    its line of `<stdin>`."""
+    stream = getattr(sys.stdin, "buffer", None)  # None when stdin was replaced by a text stream
+    raw = stream.read() if stream is not None else sys.stdin.read().encode("utf-8")
+    return decode_lines(raw, "<stdin>")
 
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str], list[str]]:

@@ -116,8 +116,9 @@ class TranslationData(L.LightningDataModule):
         src_lang, tgt_lang: file suffixes of the two sides.
         train_split, val_split, test_split: file stems of the splits.
         max_tokens: padded tokens per training batch (evaluation uses twice as many).
-        max_length: training pairs with a side longer than this (in subwords) are skipped;
-            evaluation sources are cut to it with a warning.
+        max_length: training pairs with a side longer than this (in subwords), like those
+            with an empty side, are skipped with a warning that counts them; evaluation
+            sources are cut to it with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
     """
@@ -168,25 +169,37 @@ class TranslationData(L.LightningDataModule):
         return self.tgt_tokenizer.vocab_size
 
     def load_split(self, split: str, train: bool) -> ParallelDataset:
-        """Tokenise `split`; training drops empty and over-long pairs, evaluation keeps all."""
+        """Tokenise `split`. Training skips pairs with an empty side or a side over
+        `max_length` subwords, with a warning that counts them; evaluation keeps every line
+        (sources cut to `max_length` with a warning), so results stay aligned with the files."""
         src_path = self.data_dir / f"{split}.{self.src_lang}"
         tgt_path = self.data_dir / f"{split}.{self.tgt_lang}"
         src_lines, tgt_lines = read_parallel(src_path, tgt_path)
-        examples, skipped = [], 0
+        examples, empty, long = [], 0, 0
         for src_text, tgt_text in zip(src_lines, tgt_lines):
             src_text, tgt_text = src_text.strip(), tgt_text.strip()
             if train:
                 src, tgt = self.src_tokenizer.encode(src_text), self.tgt_tokenizer.encode(tgt_text)
-                if not src or not tgt or max(len(src), len(tgt)) > self.max_length:
-                    skipped += 1
+                if not src or not tgt:
+                    empty += 1
+                    continue
+                if max(len(src), len(tgt)) > self.max_length:
+                    long += 1
                     continue
             else:
                 src = encode_source(self.src_tokenizer, src_text, self.max_length)
                 tgt = self.tgt_tokenizer.encode(tgt_text)[: self.max_length]
             examples.append(Example(src, tgt, src_text, tgt_text))
-        if skipped:
-            log.info(
-                "%s: skipped %d empty or over-long pairs of %d", src_path, skipped, len(src_lines)
+        if empty or long:
+            log.warning(
+                "%s: skipped %d of %d training pairs: %d with an empty side, %d with a side over "
+                "max_length %d tokens",
+                src_path,
+                empty + long,
+                len(src_lines),
+                empty,
+                long,
+                self.max_length,
             )
         return ParallelDataset(examples)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -22,6 +23,7 @@ from seqtasks.transformer import (
     Stream,
     grid_positions,
     init_linear_layers,
+    recomputed,
 )
 
 
@@ -131,6 +133,9 @@ class TransformerDecoder(Decoder):
             Wolf 2017); otherwise a separate linear layer.
         grid_positions: add 2-D sinusoidal positions to a memory that comes from an image grid
             (`memory.grid` set), since attention alone cannot tell where a cell is.
+        activation_checkpointing: in teacher-forced training, recompute each layer in the
+            backward pass instead of storing its activations (`seqtasks.transformer.recomputed`);
+            `step` never does.
     """
 
     def __init__(
@@ -149,6 +154,7 @@ class TransformerDecoder(Decoder):
         pad_id: int = 0,
         tie_embeddings: bool = True,
         grid_positions: bool = True,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.vocab_size = vocab_size
@@ -160,6 +166,7 @@ class TransformerDecoder(Decoder):
         self.stack = StackNorm(d_model, norm)
         self.output = None if tie_embeddings else nn.Linear(d_model, vocab_size)
         self.grid_positions = grid_positions
+        self.activation_checkpointing = activation_checkpointing
         init_linear_layers(self.layers)
         if self.output is not None:
             init_linear_layers(self.output)
@@ -196,8 +203,9 @@ class TransformerDecoder(Decoder):
         keys, values = self.project_memory(memory)
         stream: Stream = self.stack.begin(self.embeddings(tgt_in))
         last = len(self.layers) - 1
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for i, layer in enumerate(self.layers):
-            stream, weights = layer(
+            stream, weights = recomputed(layer, recompute)(
                 stream, keys[i], values[i], memory.mask, need_weights and i == last
             )
         return DecoderOutput(self.logits(self.stack.end(stream)), weights)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from seqtasks.encoders.base import Encoder
@@ -16,6 +17,7 @@ from seqtasks.transformer import (
     StackNorm,
     Stream,
     init_linear_layers,
+    recomputed,
 )
 
 
@@ -60,6 +62,8 @@ class TransformerEncoder(Encoder):
         positions: "sinusoidal" or "learned".
         max_positions: the longest source accepted.
         pad_id: the padding token.
+        activation_checkpointing: in training, recompute each layer in the backward pass
+            instead of storing its activations (`seqtasks.transformer.recomputed`).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class TransformerEncoder(Encoder):
         positions: PositionKind = "sinusoidal",
         max_positions: int = 1024,
         pad_id: int = 0,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.embeddings = Embeddings(vocab_size, d_model, pad_id, positions, max_positions, dropout)
@@ -84,6 +89,7 @@ class TransformerEncoder(Encoder):
         )
         self.stack = StackNorm(d_model, norm)
         self.out_dim = d_model
+        self.activation_checkpointing = activation_checkpointing
         init_linear_layers(self.layers)
 
     @property
@@ -94,8 +100,9 @@ class TransformerEncoder(Encoder):
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
         """(B, S) ids and (B, S) mask -> Memory with states (B, S, D), summary (B, D)."""
         stream = self.stack.begin(self.embeddings(inputs))
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for layer in self.layers:
-            stream = layer(stream, mask)
+            stream = recomputed(layer, recompute)(stream, mask)
         states = self.stack.end(stream)
         weights = mask[:, :, None].to(states.dtype)
         summary = (states * weights).sum(1) / weights.sum(1).clamp(min=1)

@@ -10,12 +10,16 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
+from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder
 from seqtasks.memory import Memory
+from seqtasks.random_state import random_state, set_random_state
 from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
+
+RESUME_KEY = "seqtasks_resume"  # per process: what a resumed run needs beyond Lightning's state
 
 
 class EncoderDecoderTask(L.LightningModule):
@@ -24,8 +28,9 @@ class EncoderDecoderTask(L.LightningModule):
     Args:
         label_smoothing: ε of label smoothing (Szegedy et al. 2016) in the cross-entropy.
         optimizer: builds the optimiser from the parameters (YAML: `class_path`/`init_args`).
-        lr_scheduler: builds a scheduler from the optimiser; ReduceLROnPlateau watches `monitor`,
-            any other scheduler steps every training step.
+        lr_scheduler: builds a scheduler from the optimiser; ReduceLROnPlateau steps on
+            `monitor` after every validation (so the checkpoint of that validation holds the
+            step), any other scheduler every training step.
         monitor: the validation metric that plateau scheduling uses (and configs checkpoint on).
         val_beam: beam size when decoding the validation set (1 = greedy).
         test_beam: beam size when decoding the test set and in `predict`.
@@ -72,6 +77,7 @@ class EncoderDecoderTask(L.LightningModule):
         self.reward_scale = reward_scale
         self.reward_baseline: Tensor | None = None  # b of the REINFORCE rule, set by `loss`
         self._eval_outputs: list[tuple[int, str, str, str]] = []
+        self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
 
     def configure_model(self) -> None:
         if self.torch_compile and not getattr(self, "_compiled", False):
@@ -179,6 +185,67 @@ class EncoderDecoderTask(L.LightningModule):
             config = {"scheduler": scheduler, "interval": "step"}
         return {"optimizer": optimizer, "lr_scheduler": config}
 
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        # Lightning steps a plateau scheduler at the epoch's end, after the checkpoint of the
+        # epoch's last validation, and skips that step when it resumes from that checkpoint.
+        if not isinstance(scheduler, ReduceLROnPlateau):
+            super().lr_scheduler_step(scheduler, metric)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_scores("val")
+        if self.trainer.state.fn == "fit" and not self.trainer.sanity_checking:
+            self._step_plateau()
+
+    def _log_scores(self, stage: str) -> None:
+        """Score the outputs gathered in `stage` ('val', 'test') and log the task's metrics."""
+        raise NotImplementedError
+
+    def _step_plateau(self) -> None:
+        """Step ReduceLROnPlateau on the `monitor` value this validation logged."""
+        schedulers = [c.scheduler for c in self.trainer.lr_scheduler_configs]
+        plateaus = [s for s in schedulers if isinstance(s, ReduceLROnPlateau)]
+        if not plateaus:
+            return
+        metrics = self.trainer.callback_metrics
+        if self.monitor not in metrics:
+            raise KeyError(
+                f"ReduceLROnPlateau watches monitor={self.monitor!r}, which validation did not "
+                f"log; it logged {sorted(metrics)}"
+            )
+        for scheduler in plateaus:
+            scheduler.step(float(metrics[self.monitor]))
+
+    # ---- checkpoints: what resuming needs beyond Lightning's own state ----------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse to write non-finite weights; keep, per process, the REINFORCE baseline and
+        the random generators (dropout, sampled attention), which Lightning does not save."""
+        for name, tensor in checkpoint["state_dict"].items():
+            if isinstance(tensor, Tensor) and tensor.is_floating_point():
+                if not torch.isfinite(tensor).all():
+                    raise FloatingPointError(
+                        f"not writing a checkpoint at step {self.global_step}: parameter "
+                        f"{name} holds non-finite values"
+                    )
+        baseline = self.reward_baseline
+        state = {
+            "reward_baseline": None if baseline is None else baseline.detach().cpu(),
+            "random": random_state(),
+        }
+        checkpoint[RESUME_KEY] = from_every_process(state)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        states = checkpoint.get(RESUME_KEY)
+        if states:  # a run resumed on fewer processes than it was saved on takes rank 0's
+            self._resume_state = states[self.global_rank if self.global_rank < len(states) else 0]
+
+    def on_train_start(self) -> None:
+        # Set late, once the data loaders and the sanity check have drawn what they draw.
+        state, self._resume_state = self._resume_state, None
+        if state is not None and self.trainer.ckpt_path:
+            baseline = state["reward_baseline"]
+            self.reward_baseline = None if baseline is None else baseline.to(self.device)
+            set_random_state(state["random"])
+
     # ---- decoding -------------------------------------------------------------------------
     @torch.no_grad()
     def decode(
@@ -234,10 +301,15 @@ class EncoderDecoderTask(L.LightningModule):
         Under DDP each process decoded a shard (with repeats that even out the shards);
         everything is gathered and de-duplicated by index, so the score equals one process's.
         """
-        outputs = self._eval_outputs
+        shards = from_every_process(self._eval_outputs)
         self._eval_outputs = []
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            shards: list[Any] = [None] * dist.get_world_size()
-            dist.all_gather_object(shards, outputs)
-            outputs = [item for shard in shards for item in shard]
-        return sorted({item[0]: item for item in outputs}.values())
+        return sorted({item[0]: item for shard in shards for item in shard}.values())
+
+
+def from_every_process(value: Any) -> list[Any]:
+    """`value` from every process, in rank order (under DDP); otherwise `[value]`."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        values: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(values, value)
+        return values
+    return [value]

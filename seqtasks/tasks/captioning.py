@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
+from seqtasks.checkpoints import stored_entries
 from seqtasks.data.captioning import CaptionBatch
 from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
@@ -130,6 +131,7 @@ class CaptioningTask(EncoderDecoderTask):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.tokenizer is None:
             raise RuntimeError("cannot save a captioning checkpoint without its vocabulary")
+        super().on_save_checkpoint(checkpoint)
         checkpoint[CHECKPOINT_KEY] = {
             "task": "captioning",
             "vocabulary": self.tokenizer.vocabulary,
@@ -143,10 +145,9 @@ class CaptioningTask(EncoderDecoderTask):
             checkpoint["hyper_parameters"] = {**hparams, "encoder": encoder}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        stored = checkpoint.get(CHECKPOINT_KEY, {})
-        if stored.get("task") != "captioning":
-            raise ValueError(f"not a captioning checkpoint (task: {stored.get('task', 'unknown')})")
-        self.set_preprocessing(WordTokenizer(stored["vocabulary"]), stored["image_size"])
+        vocabulary, size = stored_entries(checkpoint, "captioning", ("vocabulary", "image_size"))
+        self.set_preprocessing(WordTokenizer(vocabulary), size)
+        super().on_load_checkpoint(checkpoint)
 
     # ---- training and evaluation ------------------------------------------------------------
     def encode(self, batch: CaptionBatch) -> Memory:
@@ -191,9 +192,6 @@ class CaptioningTask(EncoderDecoderTask):
 
     def validation_step(self, batch: CaptionBatch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "val", self.val_beam)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_scores("val")
 
     def test_step(self, batch: CaptionBatch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "test", self.test_beam)

@@ -12,6 +12,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from nltk import Tree
 from torch import Tensor
 
+from seqtasks.checkpoints import stored_entries
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.parsing import SPECIALS, ParsingVocabulary
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID
@@ -107,13 +108,13 @@ class ParsingTask(EncoderDecoderTask):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.vocabulary is None:
             raise RuntimeError("cannot save a parsing checkpoint without its vocabularies")
+        super().on_save_checkpoint(checkpoint)
         checkpoint[CHECKPOINT_KEY] = {"task": "parsing", "vocabulary": self.vocabulary.as_dict()}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        stored = checkpoint.get(CHECKPOINT_KEY, {})
-        if stored.get("task") != "parsing":
-            raise ValueError(f"not a parsing checkpoint (task: {stored.get('task', 'unknown')})")
-        self.set_vocabulary(ParsingVocabulary.from_dict(stored["vocabulary"]))
+        (vocabulary,) = stored_entries(checkpoint, "parsing", ("vocabulary",))
+        self.set_vocabulary(ParsingVocabulary.from_dict(vocabulary))
+        super().on_load_checkpoint(checkpoint)
 
     # ---- decoding: only well-formed trees over the input words --------------------------
     def search_limits(self, memory: Memory) -> Tensor:
@@ -167,9 +168,6 @@ class ParsingTask(EncoderDecoderTask):
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "val", self.val_beam)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_scores("val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "test", self.test_beam)

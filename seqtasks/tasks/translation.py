@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
+from seqtasks.checkpoints import stored_entries
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
 from seqtasks.data.translation import Batch, encode_source, pad
@@ -114,6 +115,7 @@ class TranslationTask(EncoderDecoderTask):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.src_tokenizer is None or self.tgt_tokenizer is None:
             raise RuntimeError("cannot save a translation checkpoint without its tokenisers")
+        super().on_save_checkpoint(checkpoint)
         checkpoint[CHECKPOINT_KEY] = {
             "task": "translation",
             "src_tokenizer": self.src_tokenizer.proto,
@@ -121,15 +123,12 @@ class TranslationTask(EncoderDecoderTask):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        stored = checkpoint.get(CHECKPOINT_KEY, {})
-        if stored.get("task") != "translation":
-            raise ValueError(
-                f"not a translation checkpoint (task: {stored.get('task', 'unknown')})"
-            )
+        src, tgt = stored_entries(checkpoint, "translation", ("src_tokenizer", "tgt_tokenizer"))
         self.set_tokenizers(
-            SentencePieceTokenizer(stored["src_tokenizer"], "checkpoint source tokeniser"),
-            SentencePieceTokenizer(stored["tgt_tokenizer"], "checkpoint target tokeniser"),
+            SentencePieceTokenizer(src, "checkpoint source tokeniser"),
+            SentencePieceTokenizer(tgt, "checkpoint target tokeniser"),
         )
+        super().on_load_checkpoint(checkpoint)
 
     # ---- evaluation -----------------------------------------------------------------------
     def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
@@ -157,9 +156,6 @@ class TranslationTask(EncoderDecoderTask):
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "val", self.val_beam)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_scores("val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "test", self.test_beam)

@@ -1,0 +1,36 @@
+"""The global random number generators a training run draws from (dropout, sampled attention,
+word dropout), as a value a checkpoint can hold and a resumed run can set back."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def random_state() -> dict[str, Any]:
+    """The states of torch's CPU generator (and the current GPU's, once CUDA is in use), of
+    Python's `random` and of numpy's global generator, in types `torch.load(weights_only=True)`
+    reads back."""
+    name, keys, position, has_gauss, gauss = np.random.get_state()  # keys: (624,) uint32
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_random_state(state: dict[str, Any]) -> None:
+    """Make the generators continue from `state` (as `random_state` returned it)."""
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    name, keys, position, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
