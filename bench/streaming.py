@@ -190,6 +190,7 @@ def train(args: argparse.Namespace) -> dict:
         devices=1,
         max_steps=args.warmup + args.steps,
         gradient_clip_val=clip,
+        precision=args.precision,
         limit_val_batches=0,
         num_sanity_val_steps=0,
         logger=False,
@@ -212,6 +213,7 @@ def train(args: argparse.Namespace) -> dict:
         "rss_mib_every_50_steps": rss[::50] + [rss[-1]],  # after steps 1, 51, 101, …, last
         "rss_growth_mib_per_100_steps": 100 * slope(rss[timed]),
         "peak_rss_mib": memory[-1]["VmHWM"],
+        "peak_reached_at_step": 1 + [m["VmHWM"] for m in memory].index(memory[-1]["VmHWM"]),
         "last": memory[-1],
     }
 
@@ -245,6 +247,7 @@ def scan(args: argparse.Namespace) -> dict:
 def compare(args: argparse.Namespace) -> dict:
     runs = {"memory": [], "shards": []}
     common = ["--data", args.data, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    common += ["--precision", args.precision]
     if args.max_tokens:
         common += ["--max-tokens", str(args.max_tokens)]
     for _ in range(args.rounds):
@@ -293,6 +296,7 @@ def main(argv: list[str] | None = None) -> dict:
         c.add_argument("--rounds", type=int, default=2)
         c.add_argument("--in-memory", action="store_true", help="scan: TranslationData")
         c.add_argument("--threads", type=int, default=2, help="torch threads")
+        c.add_argument("--precision", default="32-true", help="train: Lightning's precision")
     for c in commands.choices.values():
         c.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args(argv)
