@@ -29,7 +29,7 @@ from pathlib import Path
 
 from seqtasks.data.captions import CaptionedImage, read_caption_folder, read_karpathy
 from seqtasks.data.text import read_lines
-from seqtasks.files import temporary_path, write_atomic
+from seqtasks.files import open_atomic, temporary_path, write_atomic
 
 DEFAULT_SOURCE = [
     "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_Dataset.zip",
@@ -49,10 +49,8 @@ def fetch(source: str, downloads: Path) -> Path:
     if not target.exists():
         print(f"downloading {source}", file=sys.stderr)
         downloads.mkdir(parents=True, exist_ok=True)
-        tmp = temporary_path(target)
-        with urllib.request.urlopen(source, timeout=60) as response, open(tmp, "wb") as f:
+        with urllib.request.urlopen(source, timeout=60) as response, open_atomic(target) as f:
             shutil.copyfileobj(response, f)
-        tmp.replace(target)
     if target.suffix != ".zip":
         return target
     unpacked = target.with_suffix("")
@@ -138,9 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     for image in captioned:
         target = args.out / "images" / image.name
         if not target.exists():
-            tmp = temporary_path(target)
-            shutil.copyfile(image.path, tmp)
-            tmp.replace(target)
+            with open(image.path, "rb") as original, open_atomic(target) as f:
+                shutil.copyfileobj(original, f)
         writer.writerows([image.name, caption] for caption in image.captions)
         if image.split is not None:
             splits.setdefault(image.split, []).append(image.name)

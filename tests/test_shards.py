@@ -212,11 +212,11 @@ def test_an_interrupted_preparation_leaves_no_usable_folder(
     saved = {path.name: np.load(path) for path in out.glob("*.npy")}
     real_save = np.save
 
-    def fail_at_shard_2(path, array):
-        if Path(path).name.startswith(".00002"):
-            Path(path).write_bytes(b"half a file")
+    def fail_at_shard_2(file, array):  # `file`: the open temporary file
+        if Path(file.name).name.startswith(".00002"):
+            file.write(b"half a file")
             raise OSError("disk full")
-        real_save(path, array)
+        real_save(file, array)
 
     monkeypatch.setattr(shards.np, "save", fail_at_shard_2)
     with pytest.raises(OSError, match="disk full"):

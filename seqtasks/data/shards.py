@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 from seqtasks.data.translation import Example
-from seqtasks.files import temporary_path, write_atomic
+from seqtasks.files import open_atomic, write_atomic
 
 FORMAT = "seqtasks-shards-1"
 MANIFEST = "manifest.json"
@@ -100,13 +100,9 @@ def stream_pairs(
 
 # ---- writing -------------------------------------------------------------------------------
 def save_atomic(path: Path, array: np.ndarray) -> None:
-    """`np.save` to a temporary sibling, renamed to `path` when complete."""
-    tmp = temporary_path(path)
-    try:
-        np.save(tmp, array)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """`np.save` through `open_atomic`: `path` appears only once complete."""
+    with open_atomic(path) as f:
+        np.save(f, array)
 
 
 class _ShardWriter:
