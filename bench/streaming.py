@@ -122,6 +122,15 @@ def run_measured(command: list[str]) -> tuple[str, float, float]:
     return stdout, time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
+def preparation_speed(stdout: str, lines: int) -> tuple[float, float]:
+    """(seconds, lines/s) of tokenising and writing, from what data_prep/shards.py prints:
+    "wrote DIR in 32.1 s (62,400 lines/s)". The rate is computed from the unrounded time, so
+    it is the one to keep; the seconds are printed to 0.1 s only (0.0 for a small corpus)."""
+    found = re.search(r" in ([\d.]+) s \(([\d,]+) lines/s\)", stdout)
+    seconds, lines_per_s = float(found.group(1)), float(found.group(2).replace(",", ""))
+    return (lines / lines_per_s if lines_per_s else seconds), lines_per_s
+
+
 def prepare(args: argparse.Namespace) -> dict:
     """data_prep/shards.py once per --threads value, and for scale the peak RSS of a process
     that only imports what it imports."""
@@ -135,13 +144,13 @@ def prepare(args: argparse.Namespace) -> dict:
         )
         print(stdout.strip(), flush=True)
         manifest = json.loads((out / "manifest.json").read_text())
-        seconds = float(re.search(r" in ([\d.]+) s \(", stdout).group(1))  # tokenising + writing
+        seconds, lines_per_s = preparation_speed(stdout, manifest["lines"])
         results[f"threads={threads}"] = {
             "lines": manifest["lines"],
             "pairs": manifest["pairs"],
             "shards": len(manifest["shards"]),
             "seconds": seconds,
-            "lines_per_s": manifest["lines"] / seconds,
+            "lines_per_s": lines_per_s,
             "wall_s": wall,
             "peak_rss_mib": peak,
             "disk_mib": sum(p.stat().st_size for p in out.iterdir()) / 2**20,
@@ -177,12 +186,13 @@ def train(args: argparse.Namespace) -> dict:
 
     torch.set_num_threads(args.threads)
     model, datamodule, clip = build(args.config, args.data, args.shard_dir, args.max_tokens)
-    tokens, times, memory = [], [], []
+    tokens, times, cpu_times, memory = [], [], [], []
 
     class Meter(L.Callback):
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             tokens.append(int((batch.tgt_out != PAD_ID).sum()))
             times.append(time.perf_counter())
+            cpu_times.append(time.process_time())
             memory.append(memory_mib())
 
     trainer = L.Trainer(
@@ -203,13 +213,17 @@ def train(args: argparse.Namespace) -> dict:
     trainer.fit(model, datamodule=datamodule)
     timed = slice(args.warmup, None)  # steps after the warm-up one ended
     seconds = times[-1] - times[args.warmup - 1]
+    cpu_seconds = cpu_times[-1] - cpu_times[args.warmup - 1]  # all threads of this process
     rss = [m["VmRSS"] for m in memory]
     return {
         "data": type(datamodule).__name__,
         "pairs": len(datamodule.datasets["fit"]),
         "steps": len(times[timed]),
+        "tokens": sum(tokens[timed]),
         "tokens_per_s": sum(tokens[timed]) / seconds,
         "s_per_step": seconds / len(times[timed]),
+        "tokens_per_cpu_s": sum(tokens[timed]) / cpu_seconds,
+        "cpu_s_per_step": cpu_seconds / len(times[timed]),
         "rss_mib_every_50_steps": rss[::50] + [rss[-1]],  # after steps 1, 51, 101, …, last
         "rss_growth_mib_per_100_steps": 100 * slope(rss[timed]),
         "peak_rss_mib": memory[-1]["VmHWM"],
@@ -220,24 +234,27 @@ def train(args: argparse.Namespace) -> dict:
 
 def scan(args: argparse.Namespace) -> dict:
     config = args.config_memory if args.in_memory else args.config
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     _, datamodule, _ = build(config, args.data, None if args.in_memory else args.shard_dir, None)
     datamodule.setup("fit")
-    setup_seconds = time.perf_counter() - start
+    setup_seconds, setup_cpu = time.perf_counter() - start, time.process_time() - start_cpu
     after_setup = memory_mib()
     samples, pairs = [], 0
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for i, batch in enumerate(datamodule.train_dataloader()):
         pairs += len(batch)
         if i % 500 == 0:
             samples.append(memory_mib()["VmRSS"])
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     return {
         "data": type(datamodule).__name__,
         "pairs": pairs,
         "setup_s": setup_seconds,
+        "setup_cpu_s": setup_cpu,
         "epoch_s": seconds,
+        "epoch_cpu_s": cpu_seconds,
         "pairs_per_s": pairs / seconds,
+        "pairs_per_cpu_s": pairs / cpu_seconds,
         "after_setup": after_setup,
         "end": memory_mib(),
         "rss_samples_mib": samples,
@@ -263,9 +280,16 @@ def compare(args: argparse.Namespace) -> dict:
             flush=True,
         )
     median = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items()}
+    median_cpu = {k: statistics.median(r["tokens_per_cpu_s"] for r in v) for k, v in runs.items()}
     return {
         "tokens_per_s": median,
         "ratio_shards_to_memory": median["shards"] / median["memory"],
+        "ratio_per_round": [
+            s["tokens_per_s"] / m["tokens_per_s"] for m, s in zip(runs["memory"], runs["shards"])
+        ],
+        "same_tokens": [m["tokens"] == s["tokens"] for m, s in zip(runs["memory"], runs["shards"])],
+        "tokens_per_cpu_s": median_cpu,
+        "cpu_ratio_shards_to_memory": median_cpu["shards"] / median_cpu["memory"],
         "runs": runs,
     }
 

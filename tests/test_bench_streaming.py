@@ -1,0 +1,73 @@
+"""bench/streaming.py end to end on a toy corpus: preparation speed and the shards-against-memory
+comparison of training throughput."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from conftest import REPO, write_toy_corpus
+
+
+def load_bench():
+    """bench/streaming.py as a module (bench/ is not a package)."""
+    path = REPO / "bench" / "streaming.py"
+    spec = importlib.util.spec_from_file_location("bench_streaming", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def streaming():
+    return load_bench()
+
+
+@pytest.fixture(scope="module")
+def corpus(multi30k_lines, toy_tokenizers, tmp_path_factory):
+    de, en = multi30k_lines["de"], multi30k_lines["en"]
+    splits = {
+        "train": (de[:60], en[:60]),
+        "val": (de[300:310], en[300:310]),
+        "test_2016_flickr": (de[300:310], en[300:310]),
+    }
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus"), toy_tokenizers, splits)
+
+
+def test_preparation_speed_comes_from_the_unrounded_rate(streaming):
+    """data_prep/shards.py prints seconds to 0.1 s: a small corpus reads "0.0 s", which the
+    bench divided by. The rate it prints beside them was computed from the exact time."""
+    stdout = "60 lines: 60 pairs in 1 shards; …\nwrote /x in 0.0 s (4,000 lines/s)\n"
+    assert streaming.preparation_speed(stdout, 60) == (0.015, 4000.0)
+    stdout = "wrote /x in 32.1 s (62,400 lines/s)\n"
+    assert streaming.preparation_speed(stdout, 2_000_000) == (2_000_000 / 62_400, 62_400.0)
+    assert streaming.preparation_speed("wrote /x in 0.0 s (0 lines/s)\n", 0) == (0.0, 0.0)
+
+
+@pytest.mark.slow
+def test_prepare_a_small_corpus(streaming, corpus, capsys):
+    result = streaming.main(["prepare", "--corpus", str(corpus), "--json"])
+    run = result["threads=1"]
+    assert (run["lines"], run["pairs"], run["shards"]) == (60, 60, 1)
+    assert run["lines_per_s"] > 0 and 0 < run["seconds"] < run["wall_s"]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
+
+
+@pytest.mark.slow
+def test_compare_trains_both_paths_on_the_same_batches(streaming, corpus, tmp_path, capsys):
+    shard_dir = tmp_path / "shards"
+    streaming.main(["prepare", "--corpus", str(corpus), "--json"])
+    (corpus / "shards").rename(shard_dir)
+    result = streaming.main(
+        ["compare", "--data", str(corpus), "--shard-dir", str(shard_dir)]
+        + ["--rounds", "1", "--steps", "2", "--warmup", "1", "--max-tokens", "300"]
+        + ["--threads", "1", "--json"]
+    )
+    memory, shards = result["runs"]["memory"][0], result["runs"]["shards"][0]
+    assert (memory["data"], shards["data"]) == ("TranslationData", "ShardedTranslationData")
+    assert memory["steps"] == shards["steps"] == 2
+    assert result["same_tokens"] == [True] and memory["tokens"] > 0
+    for key in ("ratio_shards_to_memory", "cpu_ratio_shards_to_memory"):
+        assert result[key] > 0
+    assert result["ratio_per_round"] == [shards["tokens_per_s"] / memory["tokens_per_s"]]
