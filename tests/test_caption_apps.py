@@ -127,6 +127,20 @@ def test_evaluate_captioning_json(shapes_model):
     assert "CIDEr-D" in result.stdout
 
 
+def test_bench_shapes_attention_reports_hits_by_word(shapes_model):
+    checkpoint, data = shapes_model
+    result = run(
+        "bench/shapes_attention.py",
+        *("--checkpoint", str(checkpoint), "--source", str(data), "--split", "test"),
+        *("--beam", "2", "--json"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["images"] == 6
+    rates = [report[k] for k in ("shape word", "colour word (-1)", "article (-2)")]
+    assert all(0.0 <= rate <= 100.0 for rate in rates)
+
+
 def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path):
     checkpoint = torch.load(shapes_model[0], map_location="cpu", weights_only=False)
     checkpoint["seqtasks"]["task"] = "translation"

@@ -163,16 +163,16 @@ def test_checkpoint_carries_vocabulary_and_image_size(shapes, tmp_path):
     assert stored == {
         "task": "captioning",
         "vocabulary": shapes.tokenizer.vocabulary,
-        "image_size": 64,
+        "image_size": 48,
     }
     # Built in Python, the hyperparameters hold functools.partial factories (CLI ones do not).
     loaded = CaptioningTask.load_from_checkpoint(path, map_location="cpu", weights_only=False)
-    assert loaded.tokenizer.vocabulary == shapes.tokenizer.vocabulary and loaded.image_size == 64
-    images = torch.stack([load_image(i.path, 64) for i in shapes.splits["test"]])
+    assert loaded.tokenizer.vocabulary == shapes.tokenizer.vocabulary and loaded.image_size == 48
+    images = torch.stack([load_image(i.path, 48) for i in shapes.splits["test"]])
     ours, theirs = task.caption(images, beam_size=2), loaded.caption(images, beam_size=2)
     assert [c.text for c in ours] == [c.text for c in theirs]
     (first, *_) = loaded.caption(images, beam_size=1, return_attention=True)
-    assert first.grid == (8, 8) and first.attention.shape == (len(first.words), 64)
+    assert first.grid == (6, 6) and first.attention.shape == (len(first.words), 36)
 
 
 def test_a_checkpoint_rebuilds_its_encoder_without_pretrained_weights(tmp_path):
@@ -219,9 +219,9 @@ def test_a_model_without_vocabulary_says_so(shapes):
 def test_soft_attention_learns_to_describe_sixteen_images(shapes):
     """A tiny overfit: the inventory captions of 16 shapes images, word for word, greedy."""
     task = shapes_task(shapes.tgt_vocab_size, attention_penalty=0.1)
-    task.set_preprocessing(shapes.tokenizer, 64)
+    task.set_preprocessing(shapes.tokenizer, 48)
     train = shapes.splits["train"]
-    images = torch.stack([load_image(image.path, 64) for image in train])
+    images = torch.stack([load_image(image.path, 48) for image in train])
     encoded = [shapes.tokenizer.encode(image.captions[0]) for image in train]
     tgt_in = torch.nn.utils.rnn.pad_sequence(
         [torch.tensor([BOS_ID, *ids]) for ids in encoded], True

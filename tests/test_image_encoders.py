@@ -8,7 +8,7 @@ import timm
 import torch
 
 from seqtasks.data.features import FeatureCache
-from seqtasks.encoders import ConvEncoder, TimmEncoder
+from seqtasks.encoders import ConvEncoder, PatchEncoder, TimmEncoder
 from seqtasks.encoders.image import cell_coordinates
 from seqtasks.encoders.pretrained import (
     EFFICIENTNET_LITE0_PACKAGE,
@@ -80,6 +80,27 @@ def test_replicate_padding_hides_the_border_from_the_features():
         maps = encoder.extract(blank)  # (1, 8, 16, 16)
         same = torch.allclose(maps, maps[:, :, :1, :1].expand_as(maps), atol=1e-6)
         assert same == uniform, padding
+
+
+def test_patch_annotations_are_a_bag_of_patches():
+    """Each patch encoder annotation depends on its own patch (and the image's group-norm
+    statistics) only: shuffling the patches of an image shuffles the annotations alike and
+    leaves the mean annotation, the control's pooled vector, unchanged; the appended
+    coordinates stay with the cells."""
+    torch.manual_seed(0)
+    encoder = PatchEncoder(patch=8, channels=(16, 16)).eval()
+    image = torch.rand(1, 3, 48, 48)
+    patches = image.unfold(2, 8, 8).unfold(3, 8, 8)  # (1, 3, 6, 6, 8, 8)
+    order = torch.randperm(36)
+    shuffled = patches.reshape(1, 3, 36, 8, 8)[:, :, order].reshape(1, 3, 6, 6, 8, 8)
+    shuffled = shuffled.permute(0, 1, 2, 4, 3, 5).reshape(1, 3, 48, 48)
+    before, after = encoder(image), encoder(shuffled)
+    assert before.grid == (6, 6) and before.states.shape == (1, 36, 18)
+    torch.testing.assert_close(after.states[0, :, :16], before.states[0, order, :16])
+    torch.testing.assert_close(after.states[0, :, 16:], before.states[0, :, 16:])  # x, y
+    torch.testing.assert_close(after.summary, before.summary)
+    with pytest.raises(ValueError, match="do not split into 8 px patches"):
+        encoder(torch.rand(1, 3, 44, 48))
 
 
 def test_timm_encoder_grid_projection_and_normalisation(lite0):

@@ -11,6 +11,7 @@ import torch
 
 from seqtasks.data import ShapesData
 from seqtasks.data.shapes import (
+    GRID,
     LEVELS,
     LOCATIONS,
     NUMBERS,
@@ -59,6 +60,20 @@ def test_scenes_follow_their_knobs(level):
         if not world.sizes:
             assert {t.size for t in things} == {"large"}
         assert example.image.size == (world.image_size, world.image_size)
+
+
+@pytest.mark.parametrize("level", [3, 4])
+def test_every_shape_stays_inside_its_cell_of_whole_patches(level):
+    """A 48 px image has 16 px cells, 2×2 patches of 8 px each: a shape drawn inside its cell
+    never reaches a patch of another cell, so no `PatchEncoder` patch shows two shapes."""
+    world = LEVELS[level]
+    cell = world.image_size / GRID
+    assert world.image_size == 48 and cell % 8 == 0
+    for example in generate(world, "train", 50, seed=1):
+        for thing in example.scene.things:
+            x0, y0, x1, y1 = thing.box
+            assert thing.column * cell <= x0 < x1 <= (thing.column + 1) * cell
+            assert thing.row * cell <= y0 < y1 <= (thing.row + 1) * cell
 
 
 def test_every_reference_is_true_of_its_scene_and_mentions_its_shapes():

@@ -59,7 +59,8 @@ class World:
         relations: add the caption of relations between neighbours in reading order.
         distractors: every shape shares its colour or its shape with another one.
         sizes: shapes come small and large, and captions say which.
-        image_size: side of the square images in pixels.
+        image_size: side of the square images in pixels; 48, a multiple of 3 × 8, makes every
+            cell of the 3×3 layout exactly 2×2 patches of 8 px (`seqtasks.encoders.PatchEncoder`).
         noise: standard deviation of Gaussian pixel noise (0–1 scale).
         holdout: colour–shape pairs kept out of train/val/test; each hold-out image has one.
     """
@@ -69,7 +70,7 @@ class World:
     relations: bool = True
     distractors: bool = True
     sizes: bool = False
-    image_size: int = 64
+    image_size: int = 48
     noise: float = 0.0
     holdout: tuple[str, ...] = ("red square", "green circle", "blue triangle", "yellow diamond")
 

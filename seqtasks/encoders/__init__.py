@@ -1,7 +1,7 @@
 """Encoders: inputs -> `Memory` (annotations, mask, summary vector, optional grid)."""
 
 from seqtasks.encoders.base import Encoder
-from seqtasks.encoders.image import ConvEncoder, GridEncoder, TimmEncoder
+from seqtasks.encoders.image import ConvEncoder, GridEncoder, PatchEncoder, TimmEncoder
 from seqtasks.encoders.rnn import RNNEncoder
 from seqtasks.encoders.transformer import TransformerEncoder
 
@@ -9,6 +9,7 @@ __all__ = [
     "ConvEncoder",
     "Encoder",
     "GridEncoder",
+    "PatchEncoder",
     "RNNEncoder",
     "TimmEncoder",
     "TransformerEncoder",

@@ -165,10 +165,11 @@ class ConvEncoder(GridEncoder):
     `kernels` (3, 3, 1) (the last stage pointwise), about one shape of the shapes world. With
     a field that wide and zero padding, every cell's feature can learn where it is and what is
     around it, so the mean annotation describes the whole layout; with a field of about one
-    object and "replicate" padding, a feature says only what lies at its cell (and, through the
-    group norm, the image's overall statistics, which say nothing about position), position
-    comes only from the appended coordinates, and the mean annotation is a bag of objects that
-    cannot say where anything is (which is what makes the no-attention control need attention).
+    object and "replicate" padding, a feature says mostly what lies at its cell, but a field
+    that overlaps its neighbours still sees the edge of a shape next door, and replicate padding
+    of the inner feature maps copies a shape's features past the border. The mean annotation
+    then still tells which shapes stand side by side: on the shapes world the no-attention
+    control reached 92 % exact match with this encoder. `PatchEncoder` closes both leaks.
 
     Args:
         channels: output channels of each stage.
@@ -204,3 +205,47 @@ class ConvEncoder(GridEncoder):
 
     def extract(self, images: Tensor) -> Tensor:
         return self.cnn(images - 0.5)  # (B, C, H / 2^stages, W / 2^stages)
+
+
+class PatchEncoder(GridEncoder):
+    """Non-overlapping patches (the patch embedding of Dosovitskiy et al. 2021) followed by
+    pointwise layers: each annotation is computed from its own `patch` × `patch` pixels and the
+    image's group-norm statistics, which say nothing about position. No padding and no overlap,
+    so a feature cannot learn where it lies or what is next to it: position comes only from the
+    appended coordinates, and the mean annotation, the pooled vector of the no-attention
+    control, is a bag of image parts that cannot say where anything is or what stands beside
+    what. On the shapes world, whose 3×3 cells are a whole number of patches wide (48 px
+    images, 8 px patches: 2×2 patches per cell, a 6×6 grid), no patch sees two shapes.
+
+    Args:
+        patch: side of the square patches in pixels (the image side must be a multiple).
+        channels: output channels of the patch embedding, then of each pointwise layer.
+        project_dim, coordinates, dropout: as in `GridEncoder`.
+    """
+
+    def __init__(
+        self,
+        patch: int = 8,
+        channels: tuple[int, ...] = (64, 64),
+        project_dim: int | None = None,
+        coordinates: bool = True,
+        dropout: float = 0.0,
+    ):
+        super().__init__(channels[-1], project_dim, coordinates, dropout)
+        self.patch = patch
+        layers: list[nn.Module] = []
+        for i, (c_in, c_out) in enumerate(zip([3, *channels[:-1]], channels)):
+            k = patch if i == 0 else 1
+            layers += [
+                nn.Conv2d(c_in, c_out, k, stride=k, bias=False),
+                nn.GroupNorm(math.gcd(8, c_out), c_out),
+                nn.ReLU(inplace=True),
+            ]
+        self.cnn = nn.Sequential(*layers)
+
+    def extract(self, images: Tensor) -> Tensor:
+        if images.shape[-1] % self.patch or images.shape[-2] % self.patch:
+            raise ValueError(
+                f"images of {tuple(images.shape[-2:])} px do not split into {self.patch} px patches"
+            )
+        return self.cnn(images - 0.5)  # (B, C, H / patch, W / patch)
