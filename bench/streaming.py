@@ -17,7 +17,8 @@ prepare: runs `data_prep/shards.py` on it (into CORPUS/shards, once per --thread
   reports lines/s, wall time including start-up, and the child's peak RSS.
 train: fits --config (default the Transformer's shard config) for --warmup + --steps optimiser
   steps with Lightning, no validation, and records after every step VmRSS, VmHWM, RssAnon and
-  RssFile (/proc/self/status) and the real target tokens/s over the --steps steps.
+  RssFile (/proc/self/status) and the real target tokens/s over the --steps steps;
+  --activation-checkpointing turns it on in the encoder and decoder.
 scan: iterates every training batch of one epoch (no model) and records the same memory
   figures; --in-memory loads the split with `TranslationData` instead.
 compare: alternates `train` runs of --config-memory and --config (same model, seed, batches:
@@ -159,7 +160,13 @@ def prepare(args: argparse.Namespace) -> dict:
 
 
 # ---- train and scan (run in a child process) ---------------------------------------------------
-def build(config: str, data: str, shard_dir: str | None, max_tokens: int | None):
+def build(
+    config: str,
+    data: str,
+    shard_dir: str | None,
+    max_tokens: int | None,
+    activation_checkpointing: bool = False,
+):
     """(task, datamodule, trainer settings) as `seqtasks fit --config` builds them."""
     from seqtasks.cli import SeqtasksCLI
 
@@ -168,6 +175,9 @@ def build(config: str, data: str, shard_dir: str | None, max_tokens: int | None)
         overrides += ["--data.init_args.shard_dir", shard_dir]
     if max_tokens:
         overrides += ["--data.init_args.max_tokens", str(max_tokens)]
+    if activation_checkpointing:
+        for part in ("encoder", "decoder"):
+            overrides += [f"--model.init_args.{part}.init_args.activation_checkpointing", "true"]
     cli = SeqtasksCLI(
         subclass_mode_model=True,
         subclass_mode_data=True,
@@ -185,7 +195,9 @@ def train(args: argparse.Namespace) -> dict:
     from seqtasks.data.tokenizer import PAD_ID
 
     torch.set_num_threads(args.threads)
-    model, datamodule, clip = build(args.config, args.data, args.shard_dir, args.max_tokens)
+    model, datamodule, clip = build(
+        args.config, args.data, args.shard_dir, args.max_tokens, args.activation_checkpointing
+    )
     tokens, times, cpu_times, memory = [], [], [], []
 
     class Meter(L.Callback):
@@ -267,6 +279,8 @@ def compare(args: argparse.Namespace) -> dict:
     common += ["--precision", args.precision]
     if args.max_tokens:
         common += ["--max-tokens", str(args.max_tokens)]
+    if args.activation_checkpointing:
+        common += ["--activation-checkpointing"]
     for _ in range(args.rounds):
         runs["memory"].append(
             child(["train", "--config", args.config_memory, *common], args.threads)
@@ -321,6 +335,8 @@ def main(argv: list[str] | None = None) -> dict:
         c.add_argument("--in-memory", action="store_true", help="scan: TranslationData")
         c.add_argument("--threads", type=int, default=2, help="torch threads")
         c.add_argument("--precision", default="32-true", help="train: Lightning's precision")
+        c.add_argument("--activation-checkpointing", action="store_true",
+                       help="train: recompute Transformer layers in the backward pass")  # fmt: skip
     for c in commands.choices.values():
         c.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args(argv)

@@ -105,8 +105,8 @@ def test_shards_give_the_ids_and_batches_of_translation_data(corpus, shard_dir, 
 
 
 def test_dataset_pickles_without_its_arrays(corpus, shard_dir):
-    """DataLoader workers started by spawn receive the dataset pickled: they map the files
-    themselves instead of receiving copies of the tokens."""
+    """DataLoader workers started by spawn receive the dataset pickled: they open the files
+    themselves instead of receiving copies of the tokens or the parent's file descriptors."""
     data = ShardedTranslationData(str(corpus), str(shard_dir), max_tokens=300)
     data.setup("fit")
     pairs = data.datasets["fit"]
@@ -114,6 +114,8 @@ def test_dataset_pickles_without_its_arrays(corpus, shard_dir):
     index_bytes = sum(path.stat().st_size for path in shard_dir.glob("*.index.npy"))
     assert len(pickle.dumps(pairs)) < index_bytes / 2
     assert [copy[i][1].src for i in (0, 199)] == [pairs[i][1].src for i in (0, 199)]
+    fresh = pickle.loads(pickle.dumps(pairs))  # of a dataset whose files are open
+    assert all(file._fd is None for files in fresh.files for file in files)
 
 
 def prepare(*args: str) -> subprocess.CompletedProcess:
@@ -242,6 +244,22 @@ def test_a_shard_that_disagrees_with_the_manifest_is_refused(corpus, toy_tokeniz
     np.save(out / "00003.tgt.npy", np.load(out / "00003.tgt.npy")[:-1])
     with pytest.raises(ValueError, match=rf"{out}: shard 00003 holds .* but manifest.json says"):
         ShardedTranslationData(str(corpus), str(out)).setup("fit")
+
+
+def test_a_truncated_shard_file_is_named_when_read(corpus, toy_tokenizers, tmp_path):
+    """A file cut short after it was written (a copy that ran out of disk) still has the
+    header the manifest agrees with; reading past its end names the file."""
+    out = tmp_path / "shards"
+    shard(corpus, out, toy_tokenizers, shard_size=1000)
+    path = out / "00000.tgt.npy"
+    path.write_bytes(path.read_bytes()[:-8])
+    data = ShardedTranslationData(str(corpus), str(out))
+    data.setup("fit")
+    pairs = data.datasets["fit"]
+    assert pairs[0][1].tgt
+    last = max(range(len(pairs)), key=lambda i: int(pairs.files[0][2].rows(i, i + 1)[0, 2]))
+    with pytest.raises(ValueError, match=rf"{path}: rows .* past its end \(truncated\?\)"):
+        pairs[last]
 
 
 # ---- refusals ----------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ log = logging.getLogger(__name__)
 class ShardedTranslationData(TranslationData):
     """`TranslationData` that trains from shards written by `data_prep/shards.py`.
 
-    Training pairs are memory-mapped from `shard_dir`: memory holds no tokens, only each
-    pair's length and place in a batch. Validation and test read the `{split}.{lang}` files
-    of `data_dir` as `TranslationData` does (they are small, and BLEU needs their
-    references). The sentencepiece models are `data_dir`'s, and must be the ones the shards
-    were written with.
+    Training pairs are read from `shard_dir` as batches ask for them: memory holds no tokens,
+    only each pair's length and place in a batch (12 bytes a pair). Validation and test read
+    the `{split}.{lang}` files of `data_dir` as `TranslationData` does (they are small, and
+    BLEU needs their references). The sentencepiece models are `data_dir`'s, and must be the
+    ones the shards were written with.
 
     Args:
         shard_dir: the shard folder (default `data_dir`/shards).
