@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -13,6 +15,16 @@ import torch
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(path: str) -> ModuleType:
+    """A script of the repository (`apps/<name>.py`, `bench/<name>.py`, `data_prep/<name>.py`;
+    those folders are not packages) loaded as a module, without running its main."""
+    name = "script_" + path.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _require(path: Path, what: str) -> Path:

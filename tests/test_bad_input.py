@@ -5,7 +5,6 @@ these are the rest. The apps and data_prep scripts run in process, on tiny untra
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import logging
 import shutil
@@ -16,7 +15,7 @@ from types import ModuleType
 import lightning as L
 import pytest
 import torch
-from conftest import REPO, flickr8k_subset, write_toy_corpus
+from conftest import REPO, flickr8k_subset, load_script, write_toy_corpus
 from lightning.pytorch.cli import instantiate_module
 
 from seqtasks.cli import main as seqtasks_main
@@ -31,15 +30,6 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 # ---- running the scripts in process -------------------------------------------------------------
-def load_script(path: str) -> ModuleType:
-    """apps/<name>.py or data_prep/<name>.py as a module."""
-    name = "bad_input_" + path.replace("/", "_").removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, REPO / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def scripts() -> dict[str, ModuleType]:
     paths = ["apps/translate.py", "apps/parse.py", "apps/caption.py", "apps/evaluate.py"]

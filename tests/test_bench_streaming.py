@@ -3,25 +3,15 @@ comparison of training throughput."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
-from conftest import REPO, write_toy_corpus
-
-
-def load_bench():
-    """bench/streaming.py as a module (bench/ is not a package)."""
-    path = REPO / "bench" / "streaming.py"
-    spec = importlib.util.spec_from_file_location("bench_streaming", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_script, write_toy_corpus
 
 
 @pytest.fixture(scope="module")
 def streaming():
-    return load_bench()
+    return load_script("bench/streaming.py")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import subprocess
@@ -12,7 +11,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from conftest import REPO, subprocess_env
+from conftest import REPO, load_script, subprocess_env
 from nltk import Tree
 
 from seqtasks.checkpoints import CheckpointError, load_task
@@ -232,16 +231,9 @@ def test_checkpoints_of_another_task_are_rejected(checkpoint, tmp_path):
 
 
 # ---- the apps, in process (one run as a script) ---------------------------------------------
-def load_app(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"app_{name}", REPO / "apps" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def apps() -> dict[str, ModuleType]:
-    return {name: load_app(name) for name in ("parse", "evaluate")}
+    return {name: load_script(f"apps/{name}.py") for name in ("parse", "evaluate")}
 
 
 @pytest.fixture

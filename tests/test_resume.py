@@ -5,7 +5,6 @@ apps/average_checkpoints.py, and never hold NaN weights."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import lightning as L
 import pytest
 import torch
 import yaml
+from conftest import load_script
 from test_cli import seqtasks
 from torch import Tensor
 
@@ -246,17 +246,10 @@ def step_checkpoints(dates_config, tmp_path_factory) -> list[Path]:
     return paths
 
 
-def load_app(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "apps" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_average_of_the_last_checkpoints(step_checkpoints, tmp_path):
     out = tmp_path / "averaged.ckpt"
-    app = load_app("average_checkpoints")
+    app = load_script("apps/average_checkpoints.py")
     assert app.main([str(step_checkpoints[0].parent), "--last", "2", "--out", str(out)]) == 0
 
     averaged, older, newer = load(out), load(step_checkpoints[1]), load(step_checkpoints[2])
@@ -280,7 +273,7 @@ def test_average_of_the_last_checkpoints(step_checkpoints, tmp_path):
     assert isinstance(best[0].text, str)
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("march 3, 1999\n\nthe first of may 2001\n")
-    translate = load_app("translate")
+    translate = load_script("apps/translate.py")
     args = ["--checkpoint", str(out), "--input", str(source), "--output", str(output)]
     assert translate.main([*args, "--beam", "1"]) == 0
     assert len(output.read_text().splitlines()) == 3
@@ -305,7 +298,7 @@ def test_averaging_refuses_unlike_checkpoints(step_checkpoints, tmp_path, capsys
         average_checkpoints([first, wider])
 
     out = tmp_path / "never.ckpt"
-    app = load_app("average_checkpoints")
+    app = load_script("apps/average_checkpoints.py")
     assert app.main([str(first), str(wider), "--out", str(out)]) == 2
     assert f"error: cannot average {wider}" in capsys.readouterr().err
     assert not out.exists()
