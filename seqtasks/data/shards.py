@@ -308,12 +308,10 @@ class ShardedPairs(Dataset):
     CHUNK = 1 << 20  # index rows read at a time while collecting the lengths
 
     def __init__(self, folder: Path, manifest: dict, max_length: int):
-        self.folder = folder
-        self.names = [s["name"] for s in manifest["shards"]]
         self.starts = np.cumsum([0] + [s["pairs"] for s in manifest["shards"]])  # (shards + 1,)
         self.files = [
-            tuple(ArrayFile(folder / f"{name}.{part}.npy") for part in ("src", "tgt", "index"))
-            for name in self.names
+            tuple(ArrayFile(folder / f"{s['name']}.{part}.npy") for part in ("src", "tgt", "index"))
+            for s in manifest["shards"]
         ]
         longest = []
         for shard, (src, tgt, index) in zip(manifest["shards"], self.files):

@@ -149,8 +149,20 @@ class TimmEncoder(GridEncoder):
         ]
 
 
+def conv_norm_relu(
+    c_in: int, c_out: int, k: int, stride: int, padding: int, padding_mode: str = "zeros"
+) -> list[nn.Module]:
+    """A k×k convolution without bias (the norm follows), group norm and ReLU: the unit of the
+    from-scratch encoders."""
+    return [
+        nn.Conv2d(c_in, c_out, k, stride, padding, bias=False, padding_mode=padding_mode),
+        nn.GroupNorm(math.gcd(8, c_out), c_out),
+        nn.ReLU(inplace=True),
+    ]
+
+
 class ConvEncoder(GridEncoder):
-    """A small CNN trained from scratch, for the synthetic shapes world. Each stage is two
+    """A small CNN trained from scratch (the first encoder of the shapes world). Each stage is two
     k×k convolutions with group norm and ReLU, the first with stride 2, so the grid is the
     image side / 2^stages (64 px and three stages: 8×8, L = 64).
 
@@ -196,11 +208,7 @@ class ConvEncoder(GridEncoder):
         layers: list[nn.Module] = []
         for c_in, c_out, k in zip([3, *channels[:-1]], channels, kernels):
             for stride, c in ((2, c_in), (1, c_out)):
-                layers += [
-                    nn.Conv2d(c, c_out, k, stride, k // 2, bias=False, padding_mode=padding),
-                    nn.GroupNorm(math.gcd(8, c_out), c_out),
-                    nn.ReLU(inplace=True),
-                ]
+                layers += conv_norm_relu(c, c_out, k, stride, k // 2, padding)
         self.cnn = nn.Sequential(*layers)
 
     def extract(self, images: Tensor) -> Tensor:
@@ -236,11 +244,7 @@ class PatchEncoder(GridEncoder):
         layers: list[nn.Module] = []
         for i, (c_in, c_out) in enumerate(zip([3, *channels[:-1]], channels)):
             k = patch if i == 0 else 1
-            layers += [
-                nn.Conv2d(c_in, c_out, k, stride=k, bias=False),
-                nn.GroupNorm(math.gcd(8, c_out), c_out),
-                nn.ReLU(inplace=True),
-            ]
+            layers += conv_norm_relu(c_in, c_out, k, stride=k, padding=0)
         self.cnn = nn.Sequential(*layers)
 
     def extract(self, images: Tensor) -> Tensor:
