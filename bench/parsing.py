@@ -1,11 +1,11 @@
 """Parsing speed of a checkpoint: sentences per second on a treebank split, greedy and beam.
 
     python bench/parsing.py --checkpoint CKPT [--gold data/ptb/dev.mrg] [--beams 1 10]
-        [--threads 2] [--max-tokens 20000] [--json]
+        [--threads 2] [--max-tokens 2000] [--json]
 
 One process with --threads threads; the model is loaded once and warmed up on 20 sentences.
 For each beam size every sentence of --gold (its words, traces left out) is parsed through
-`ParsingTask.parse`, in length-sorted batches of about --max-tokens words·beams, exactly as
+`ParsingTask.parse`, in length-sorted batches of at most --max-tokens padded words, exactly as
 `apps/evaluate.py parsing --checkpoint` parses them; the time covers encoding, constrained
 search and building the trees. Also reported: the F1 of those trees (EVALB, gold tags) and
 their share of malformed (repaired) outputs. Run it on an otherwise idle machine; it sets
@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gold", default="data/ptb/dev.mrg", type=Path)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 10])
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--max-tokens", type=int, default=20000, help="words × beam per batch")
+    p.add_argument("--max-tokens", type=int, default=2000, help="padded words per batch")
     p.add_argument(
         "--precision",
         default="32",

@@ -19,6 +19,7 @@ from seqtasks.decoders import (
     NoAttentionDecoder,
     TransformerDecoder,
 )
+from seqtasks.decoders.rnn import rnn_step
 from seqtasks.encoders import RNNEncoder
 from seqtasks.memory import Memory, lengths_to_mask
 from seqtasks.search import greedy
@@ -238,6 +239,22 @@ def test_dropout_active_in_training_only(name):
     assert not torch.allclose(train_out, eval_a)
 
 
+@pytest.mark.parametrize("num_layers", [1, 3])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_rnn_step_equals_the_module_on_one_time_step(cell, num_layers):
+    """`rnn_step` runs fused cells with the module's own weights: the same output and state as
+    the stacked `nn.LSTM`/`nn.GRU` on a sequence of length 1."""
+    torch.manual_seed(0)
+    rnn = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(6, 5, num_layers, batch_first=True)
+    x = torch.randn(4, 6)
+    h0 = torch.randn(num_layers, 4, 5)
+    hidden = (h0, torch.randn(num_layers, 4, 5)) if cell == "lstm" else h0
+    output, new_hidden = rnn_step(rnn, x, hidden)
+    expected, expected_hidden = rnn(x[:, None, :], hidden)
+    torch.testing.assert_close(output, expected[:, 0])
+    torch.testing.assert_close(new_hidden, expected_hidden)
+
+
 # ---- encoders -------------------------------------------------------------------------------
 
 ENCODER_CELLS = ["gru", "lstm"]
@@ -259,7 +276,7 @@ def padded_sources(seed: int = 2):
 
 @pytest.mark.parametrize("num_layers", [1, 2])
 @pytest.mark.parametrize("cell", ENCODER_CELLS)
-def test_encoder_packing_ignores_padding(cell, num_layers):
+def test_encoder_ignores_padding(cell, num_layers):
     encoder = make_encoder(cell, num_layers)
     src, mask = padded_sources()
     with torch.no_grad():
@@ -276,6 +293,35 @@ def test_encoder_packing_ignores_padding(cell, num_layers):
     b, length = 1, int(LENGTHS[1])
     torch.testing.assert_close(memory.summary[b, :half], memory.states[b, length - 1, :half])
     torch.testing.assert_close(memory.summary[b, half:], memory.states[b, 0, half:])
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("cell", ENCODER_CELLS)
+def test_encoder_equals_packed_bidirectional_rnn(cell, num_layers):
+    """The per-direction padded passes give what the bidirectional `nn.LSTM`/`nn.GRU` gives on
+    a `PackedSequence`: the same annotations, summary and parameter gradients."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    encoder = make_encoder(cell, num_layers)
+    encoder.dropout.p = encoder.rnn.dropout = 0.0
+    encoder.train()
+    src, mask = padded_sources()
+    memory = encoder(src, mask)
+    (memory.states.sum() + memory.summary.pow(2).sum()).backward()
+    ours = {name: p.grad.clone() for name, p in encoder.named_parameters()}
+    encoder.zero_grad()
+
+    packed = pack_padded_sequence(encoder.embedding(src), LENGTHS, True, enforce_sorted=False)
+    outputs, final = encoder.rnn(packed)
+    states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=S)
+    h_n = final[0] if isinstance(final, tuple) else final
+    summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)
+    (states.sum() + summary.pow(2).sum()).backward()
+
+    torch.testing.assert_close(memory.states, states)
+    torch.testing.assert_close(memory.summary, summary)
+    for name, p in encoder.named_parameters():
+        torch.testing.assert_close(ours[name], p.grad, msg=name)
 
 
 def decoder_factories():

@@ -210,6 +210,29 @@ def test_checkpoint_carries_the_vocabularies_and_parses(checkpoint, ptb_dir):
         assert parses[-1].tree == Tree("TOP", [])
 
 
+def test_parallel_workers_parse_like_one(checkpoint, ptb_dir, monkeypatch):
+    """Batches shared among worker threads give the same trees; every worker decodes without
+    gradients and under the caller's autocast; torch's thread count is restored."""
+    model = load_task(checkpoint, ParsingTask, "parsing")
+    sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:30]]
+    alone = model.parse(sentences, beam_size=2, max_tokens=100, workers=1)
+    seen = []
+    decode = model.decode
+
+    def recording_decode(*args, **kwargs):
+        seen.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", recording_decode)
+    threads = torch.get_num_threads()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model.parse(sentences, beam_size=2, max_tokens=100, workers=3)
+    assert len(seen) > 3 and set(seen) == {(False, True)}
+    together = model.parse(sentences, beam_size=2, max_tokens=100, workers=3)
+    assert [p.tree for p in together] == [p.tree for p in alone]
+    assert torch.get_num_threads() == threads
+
+
 def test_unconstrained_outputs_are_repaired(checkpoint, ptb_dir):
     model = load_task(checkpoint, ParsingTask, "parsing")
     model.constrained = False

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from seqtasks.attention import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, top_layer
+from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, rnn_step, top_layer
 from seqtasks.memory import Memory
 
 
@@ -79,9 +79,9 @@ class BahdanauDecoder(RNNDecoder):
     def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor, Tensor]:
         """(R, E) embedded y_{i−1} -> new state, s_i (R, H), c_i (R, D), α_i (R, S)."""
         context, weights = self.attend(top_layer(state.hidden), state)  # query s_{i−1}
-        rnn_input = torch.cat([embedded, context], dim=-1)[:, None, :]  # (R, 1, E + D)
-        output, hidden = self.rnn(rnn_input, state.hidden)  # (R, 1, H)
-        return replace(state, hidden=hidden), output[:, 0], context, weights
+        rnn_input = torch.cat([embedded, context], dim=-1)  # (R, E + D)
+        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)
+        return replace(state, hidden=hidden), s, context, weights
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from seqtasks.attention import Attention, GeneralAttention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
 from seqtasks.memory import Memory
 
 
@@ -87,9 +87,9 @@ class LuongDecoder(RNNDecoder):
     def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor]:
         """(R, E) embedded y_{i−1} -> new state, h̃_i (R, H), α_i (R, S)."""
         rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        output, hidden = self.rnn(rnn_input[:, None, :], state.hidden)  # (R, 1, H)
-        context, weights = self.attend(output[:, 0], state)  # query h_i
-        attentional = self._attentional(context, output[:, 0])  # (R, H)
+        h, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)
+        context, weights = self.attend(h, state)  # query h_i
+        attentional = self._attentional(context, h)  # (R, H)
         feed = attentional if self.input_feeding else None
         return replace(state, hidden=hidden, feed=feed), attentional, weights
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState
+from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, rnn_step
 from seqtasks.memory import Memory
 
 
@@ -61,8 +61,8 @@ class NoAttentionDecoder(RNNDecoder):
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, None]:
         embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
         features = torch.cat([embedded, state.feed], dim=-1)  # (B, E + D)
-        output, hidden = self.rnn(features[:, None, :], state.hidden)  # (B, 1, H)
-        logits = self.readout(torch.cat([output[:, 0], features], dim=-1))  # (B, V)
+        h, hidden = rnn_step(self.rnn, features, state.hidden)  # (B, H)
+        logits = self.readout(torch.cat([h, features], dim=-1))  # (B, V)
         return logits, replace(state, hidden=hidden), None
 
     def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from seqtasks.attention import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState, lstm_step, top_layer
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step, top_layer
 from seqtasks.memory import Memory
 
 
@@ -111,7 +111,7 @@ class SoftAttentionDecoder(RNNDecoder):
         h_prev = top_layer(state.hidden)  # (R, n)
         context, weights, choice_log_prob = self.glimpse(h_prev, state)
         z = torch.sigmoid(self.f_beta(h_prev)) * context  # (R, D) ẑ_t = β_t · context
-        h, hidden = lstm_step(self.rnn, torch.cat([embedded, z], dim=-1), state.hidden)
+        h, hidden = rnn_step(self.rnn, torch.cat([embedded, z], dim=-1), state.hidden)
         return replace(state, hidden=hidden), h, z, weights, choice_log_prob
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState, lstm_step
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
 from seqtasks.decoders.show_attend_tell import DeepOutput
 from seqtasks.memory import Memory
 
@@ -55,7 +55,7 @@ class ShowTellDecoder(RNNDecoder):
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, None]:
         embedded = self.embedding(prev_tokens)  # (R, m)
-        h, hidden = lstm_step(self.rnn, embedded, state.hidden)  # (R, n)
+        h, hidden = rnn_step(self.rnn, embedded, state.hidden)  # (R, n)
         return self.readout(embedded, h), replace(state, hidden=hidden), None
 
     def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:

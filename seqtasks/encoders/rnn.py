@@ -6,14 +6,13 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqtasks.encoders.base import Encoder
 from seqtasks.memory import Memory
 
 
 class RNNEncoder(Encoder):
-    """Embeddings and a bidirectional GRU/LSTM over packed sequences.
+    """Embeddings and a bidirectional GRU/LSTM over padded sequences.
 
     The annotation of token j concatenates both directions, h_j = [→h_j; ←h_j], so it summarises
     the whole sentence with a focus on the words around j. The summary c = [→h_S; ←h_1] joins the
@@ -27,6 +26,14 @@ class RNNEncoder(Encoder):
         cell: "gru" (Bahdanau et al.) or "lstm".
         dropout: on the embeddings, between layers and on the annotations.
         pad_id: the padding token, whose embedding stays zero.
+
+    Each layer runs its two directions as two one-direction passes over the padded batch: the
+    forward pass reads the sequence as it is (the padding comes after every real token, so it
+    changes no real state) and the backward pass reads every sequence reversed within its own
+    length. This gives exactly what `nn.LSTM` gives on a `PackedSequence`, but on a CPU the
+    packed path falls back to one matrix product per time step: a 2-layer BiLSTM 256 over 64
+    sentences trains 1.3× faster this way (`bench/rnn_kernels.py`, 2 threads), more on longer
+    batches. The weights stay those of one bidirectional `nn.LSTM`/`nn.GRU`.
     """
 
     def __init__(
@@ -54,14 +61,44 @@ class RNNEncoder(Encoder):
         self.out_dim = 2 * hidden_size
 
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
-        """(B, S) token ids and (B, S) mask -> Memory with states (B, S, 2H), summary (B, 2H)."""
-        lengths = mask.sum(dim=1)
-        embedded = self.dropout(self.embedding(inputs))  # (B, S, E)
-        packed = pack_padded_sequence(
-            embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
+        """(B, S) token ids and (B, S) mask -> Memory with states (B, S, 2H), summary (B, 2H).
+
+        The annotations of padding positions are zero."""
+        lengths = mask.sum(dim=1)  # (B,)
+        positions = torch.arange(inputs.size(1), device=inputs.device)
+        # reverse[b, j] = the position that j swaps with when sequence b is read backwards
+        # (its own inverse; padding stays in place).
+        reverse = torch.where(mask, lengths[:, None] - 1 - positions, positions)  # (B, S)
+        x = self.dropout(self.embedding(inputs))  # (B, S, E)
+        for layer in range(self.rnn.num_layers):
+            ahead = self._run(x, layer, "")
+            back = _gather_time(self._run(_gather_time(x, reverse), layer, "_reverse"), reverse)
+            x = torch.cat([ahead, back], dim=-1)  # (B, S, 2H)
+            if layer < self.rnn.num_layers - 1:
+                x = nn.functional.dropout(x, self.rnn.dropout, self.training)
+        states = x * mask[:, :, None]
+        last = (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, self.rnn.hidden_size)
+        summary = torch.cat(  # (B, 2H): [→h_S; ←h_1]
+            [ahead.gather(1, last)[:, 0], back[:, 0]], dim=-1
         )
-        outputs, final = self.rnn(packed)
-        states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.size(1))
-        h_n = final[0] if isinstance(final, tuple) else final  # (layers·2, B, H)
-        summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (B, 2H): [→h_S; ←h_1]
         return Memory(states=self.dropout(states), mask=mask, summary=summary)
+
+    def _run(self, x: Tensor, layer: int, suffix: str) -> Tensor:
+        """One direction of one layer over (B, S, D) inputs, with that direction's weights of
+        the bidirectional `self.rnn`: (B, S, H) outputs."""
+        rnn = self.rnn
+        params = [
+            getattr(rnn, f"{name}_l{layer}{suffix}")
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        ]
+        h0 = x.new_zeros(1, x.size(0), rnn.hidden_size)
+        if isinstance(rnn, nn.LSTM):
+            outputs = torch.lstm(x, (h0, h0), params, True, 1, 0.0, self.training, False, True)
+        else:
+            outputs = torch.gru(x, h0, params, True, 1, 0.0, self.training, False, True)
+        return outputs[0]
+
+
+def _gather_time(x: Tensor, index: Tensor) -> Tensor:
+    """(B, S, D) -> (B, S, D) with out[b, j] = x[b, index[b, j]]."""
+    return x.gather(1, index[:, :, None].expand_as(x))

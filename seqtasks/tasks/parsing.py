@@ -4,6 +4,7 @@ a sentence in, its tree's bracket sequence out, scored the way EVALB scores."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,22 +191,56 @@ class ParsingTask(EncoderDecoderTask):
         sentences: Sequence[Sequence[str]],
         beam_size: int = 10,
         tags: Sequence[Sequence[str]] | None = None,
-        max_tokens: int = 20000,
+        max_tokens: int = 2000,
+        max_rows: int = 40000,
+        workers: int | None = None,
     ) -> list[Parse]:
-        """Parse tokenised sentences in length-sorted batches of about `max_tokens` words
-        (divided among the beams); one `Parse` per sentence, in input order. With `tags`
-        (e.g. gold tags) the preterminals carry them; an empty sentence gives `(TOP )`."""
+        """Parse tokenised sentences in length-sorted batches of at most `max_tokens` padded
+        words and `max_rows` search rows (words × beam); one `Parse` per sentence, in input
+        order. With `tags` (e.g. gold tags) the preterminals carry them; an empty sentence gives
+        `(TOP )`.
+
+        On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
+        each running its operations on one core: a decoding step is many small operations,
+        which a second intra-op thread slows down rather than speeds up, whereas two batches
+        side by side keep two cores busy. The caller's autocast setting holds in every worker.
+        The defaults measured fastest on a 2-core CPU, greedy and with beam 10 (docs/parsing.md,
+        "Speed"); the output does not depend on them except through the batching.
+        """
         if self.vocabulary is None:
             raise RuntimeError("the model has no vocabularies: load it from a checkpoint")
         self.eval()
         results = [Parse(Tree(ROOT, []), [], 0.0, 0) for _ in sentences]
         todo = [i for i, words in enumerate(sentences) if words]
         lengths = [len(sentences[i]) + 1 for i in todo]
-        budget = max(max_tokens // beam_size, 1)
-        for chunk in TokenBucketSampler(lengths, budget, shuffle=False).batches:
-            rows = [todo[j] for j in chunk]
-            src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
-            src = src.to(self.device)
-            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
-                results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
+        budget = max(min(max_tokens, max_rows // beam_size), 1)
+        batches = TokenBucketSampler(lengths, budget, shuffle=False).batches
+        device = self.device.type
+        autocast_dtype, autocast_on = (
+            torch.get_autocast_dtype(device),
+            torch.is_autocast_enabled(device),
+        )
+
+        def parse_batch(chunk: Sequence[int]) -> None:
+            # no_grad and autocast are per thread: set them again in a worker.
+            with torch.no_grad(), torch.autocast(device, autocast_dtype, autocast_on):
+                rows = [todo[j] for j in chunk]
+                src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
+                src = src.to(self.device)
+                for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
+                    results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
+
+        if workers is None:
+            workers = torch.get_num_threads() if device == "cpu" else 1
+        if workers <= 1:
+            for chunk in batches:
+                parse_batch(chunk)
+            return results
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(parse_batch, batches))
+        finally:
+            torch.set_num_threads(threads)
         return results
