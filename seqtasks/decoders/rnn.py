@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.decoders.base import Decoder
+from seqtasks.encoders.rnn import layer_weights
 
 Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
 
@@ -50,10 +51,7 @@ def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, hidden: Hidden) -> tuple[Tensor, 
     for layer in range(rnn.num_layers):
         if layer > 0:
             x = F.dropout(x, rnn.dropout, rnn.training)
-        weights = [
-            getattr(rnn, f"{name}_l{layer}")
-            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-        ]
+        weights = layer_weights(rnn, layer)
         if lstm:
             x, c = torch.lstm_cell(x, (hidden[0][layer], hidden[1][layer]), *weights)
             cells.append(c)

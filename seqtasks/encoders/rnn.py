@@ -87,16 +87,23 @@ class RNNEncoder(Encoder):
         """One direction of one layer over (B, S, D) inputs, with that direction's weights of
         the bidirectional `self.rnn`: (B, S, H) outputs."""
         rnn = self.rnn
-        params = [
-            getattr(rnn, f"{name}_l{layer}{suffix}")
-            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-        ]
+        params = layer_weights(rnn, layer, suffix)
         h0 = x.new_zeros(1, x.size(0), rnn.hidden_size)
         if isinstance(rnn, nn.LSTM):
             outputs = torch.lstm(x, (h0, h0), params, True, 1, 0.0, self.training, False, True)
         else:
             outputs = torch.gru(x, h0, params, True, 1, 0.0, self.training, False, True)
         return outputs[0]
+
+
+def layer_weights(rnn: nn.LSTM | nn.GRU, layer: int, suffix: str = "") -> list[Tensor]:
+    """W_ih, W_hh, b_ih, b_hh of one layer of `rnn`, of its backward direction with suffix
+    "_reverse": the arguments `torch.lstm_cell`, `torch.gru_cell` and a one-layer
+    `torch.lstm`/`torch.gru` take."""
+    return [
+        getattr(rnn, f"{name}_l{layer}{suffix}")
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    ]
 
 
 def _gather_time(x: Tensor, index: Tensor) -> Tensor:
