@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     translation.add_argument("--src", required=True, type=Path)
     translation.add_argument("--ref", required=True, type=Path)
     translation.add_argument("--beam", type=int, default=5)
-    translation.add_argument("--max-tokens", type=int, default=8000)
+    translation.add_argument("--max-tokens", type=int, default=2000)
     translation.add_argument(
         "--buckets",
         type=int,

@@ -33,7 +33,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
     parser.add_argument("--n-best", type=int, default=1, help="print K hypotheses per line")
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
-    parser.add_argument("--max-tokens", type=int, default=8000, help="source tokens per batch")
+    parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens per batch")
     parser.add_argument("--max-length", type=int, default=250, help="longer sources are cut")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
     args = parser.parse_args(argv)

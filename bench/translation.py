@@ -2,6 +2,7 @@
 
     python bench/translation.py [--config configs/translation/transformer.yaml] [--checkpoint CKPT]
         [--data data/multi30k] [--steps N] [--sentences N] [--beam 5] [--threads 2] [--json]
+        [-- CONFIG OVERRIDES, e.g. --data.init_args.src_lang en --data.init_args.tgt_lang de]
 
 Measured in one process, on the CPU with --threads threads:
   1. training throughput, real (non-pad) target tokens/s over --steps optimizer steps after
@@ -44,7 +45,7 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Iterator, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
@@ -67,9 +68,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps before them")
     p.add_argument("--sentences", type=int, default=1000, help="test sentences to decode")
     p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--decode-tokens", type=int, default=8000,
+    p.add_argument("--decode-tokens", type=int, default=2000,
                    help="source tokens per batch of batched beam search")  # fmt: skip
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="decoding threads taking batches in turn, one core each, ours and the reference "
+        "(default: --threads; 1: one batch at a time on all threads)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-reference", action="store_true", help="measure ours only")
     p.add_argument("--train-precision", default="32", choices=["32", "bf16-mixed"],
@@ -83,7 +91,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also decode ours in these precisions (the reference runs in 32)",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON line")
-    args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = p.parse_args(argv[:split])
+    args.overrides = argv[split + 1 :]  # passed on to the config, as `seqtasks fit` takes them
     if args.steps < 1 or args.warmup < 0 or args.sentences < 1 or args.beam < 1:
         p.error("need --steps >= 1, --warmup >= 0, --sentences >= 1, --beam >= 1")
     return args
@@ -109,8 +120,9 @@ def log(msg: str) -> None:
 
 
 # ---- building ours from the config ----------------------------------------------------------
-def build_from_config(config: str, data_dir: str):
-    """(task, datamodule, gradient clip value) exactly as `seqtasks fit --config` builds them."""
+def build_from_config(config: str, data_dir: str, overrides: Sequence[str] = ()):
+    """(task, datamodule, gradient clip value) exactly as `seqtasks fit --config` builds them,
+    with `overrides` (command-line options of `seqtasks fit`) applied."""
     from seqtasks.cli import SeqtasksCLI
 
     cli = SeqtasksCLI(
@@ -119,7 +131,8 @@ def build_from_config(config: str, data_dir: str):
         save_config_callback=None,
         run=False,
         args=["--config", config, "--data.init_args.data_dir", data_dir,
-              "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"],
+              "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+              *overrides],
     )  # fmt: skip
     clip = cli.trainer.gradient_clip_val
     algorithm = cli.trainer.gradient_clip_algorithm or "norm"
@@ -250,14 +263,17 @@ def test_sources(model, datamodule, n: int) -> list[list[int]]:
     return [encode_source(tokenizer, line.strip(), datamodule.max_length) for line in lines]
 
 
-@torch.no_grad()
-def decode_all(decode, sources: list[list[int]], beam: int, max_tokens: int | None) -> dict:
+def decode_all(
+    decode, sources: list[list[int]], beam: int, max_tokens: int | None, workers: int | None
+) -> dict:
     """Beam search with `decode(src, src_mask, beam_size)` (`task.decode` or a reference's) over
     `sources`: token-bucketed batches of about `max_tokens` source tokens, or one sentence at a
-    time when `max_tokens` is None. Returns time, outputs and counts."""
+    time when `max_tokens` is None, shared among `workers` one-core threads as
+    `TranslationTask.translate` shares them (`run_batches`). Returns time, outputs and counts."""
     from seqtasks.data.batching import TokenBucketSampler
     from seqtasks.data.tokenizer import EOS_ID, PAD_ID
     from seqtasks.data.translation import pad
+    from seqtasks.tasks.base import run_batches
 
     lengths = [len(s) + 1 for s in sources]
     if max_tokens is None:
@@ -265,15 +281,17 @@ def decode_all(decode, sources: list[list[int]], beam: int, max_tokens: int | No
     else:
         chunks = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
     outputs: list[list[int] | None] = [None] * len(sources)
-    finished = 0
-    start = time.perf_counter()
-    for chunk in chunks:
+    ended = [False] * len(sources)
+
+    def decode_chunk(chunk) -> None:
         src = pad([sources[i] + [EOS_ID] for i in chunk])
-        hypotheses = decode(src, src != PAD_ID, beam)
-        for i, nbest in zip(chunk, hypotheses):
-            outputs[i] = nbest[0].tokens
-            finished += nbest[0].finished
+        for i, nbest in zip(chunk, decode(src, src != PAD_ID, beam)):
+            outputs[i], ended[i] = nbest[0].tokens, nbest[0].finished
+
+    start = time.perf_counter()
+    run_batches(decode_chunk, chunks, workers)
     seconds = time.perf_counter() - start
+    finished = sum(ended)
     # Output tokens: the best hypotheses' subwords, plus the EOS of those that emitted one.
     out_tokens = sum(len(o) for o in outputs) + finished
     return {"seconds": seconds, "sents_per_s": len(sources) / seconds,
@@ -324,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict:
     warnings.filterwarnings("ignore", message=".*nested tensors is in prototype")
     warnings.filterwarnings("ignore", message=".*mismatched key_padding_mask")
 
-    task, datamodule, clip = build_from_config(args.config, args.data)
+    task, datamodule, clip = build_from_config(args.config, args.data, args.overrides)
     datamodule.setup("fit")
     decoder_name = type(task.decoder).__name__
     architecture = f"{type(task.encoder).__name__} + {decoder_name}"
@@ -373,8 +391,12 @@ def main(argv: list[str] | None = None) -> dict:
                    "model's; pass --checkpoint for the honest figure)")  # fmt: skip
     sources = test_sources(model, datamodule, args.sentences)
     log(f"decoding: beam {args.beam}, {len(sources)} test sentences, {decode_note}")
-    decode_all(model.decode, sources[:2], args.beam, args.decode_tokens)  # warm-up, untimed
-    ours_dec = decode_all(model.decode, sources, args.beam, args.decode_tokens)
+
+    def batched(sentences: list[list[int]]) -> dict:
+        return decode_all(model.decode, sentences, args.beam, args.decode_tokens, args.workers)
+
+    batched(sources[:2])  # warm-up, untimed
+    ours_dec = batched(sources)
     log(
         f"  batched: {ours_dec['batches']} batches of <= {args.decode_tokens} source tokens, "
         f"{ours_dec['seconds']:.2f} s, {ours_dec['sents_per_s']:.1f} sentences/s, "
@@ -388,8 +410,8 @@ def main(argv: list[str] | None = None) -> dict:
         if precision == "32":
             continue
         with inference_precision("cpu", precision):
-            decode_all(model.decode, sources[:2], args.beam, args.decode_tokens)  # warm-up
-            run = decode_all(model.decode, sources, args.beam, args.decode_tokens)
+            batched(sources[:2])  # warm-up
+            run = batched(sources)
         run["same_as_32"] = sum(a == b for a, b in zip(ours_dec["outputs"], run["outputs"]))
         other_precisions[precision] = run
         log(
@@ -414,8 +436,8 @@ def main(argv: list[str] | None = None) -> dict:
         ref_how = f"{REFERENCES[decoder_name]}, same weights and batches"
     else:
         ref_decode, ref_tokens, ref_how = model.decode, None, "same model, batch of 1"
-    decode_all(ref_decode, sources[:1], args.beam, ref_tokens)  # warm-up, untimed
-    ref_dec = decode_all(ref_decode, sources, args.beam, ref_tokens)
+    decode_all(ref_decode, sources[:1], args.beam, ref_tokens, args.workers)  # warm-up, untimed
+    ref_dec = decode_all(ref_decode, sources, args.beam, ref_tokens, args.workers)
     same = sum(a == b for a, b in zip(ours_dec["outputs"], ref_dec["outputs"]))
     log(
         f"  reference decoding ({ref_how}): {ref_dec['seconds']:.2f} s, "
@@ -450,6 +472,7 @@ def main(argv: list[str] | None = None) -> dict:
         "model": model_name,
         "architecture": architecture,
         "config": args.config,
+        "overrides": args.overrides,
         "train_tokens_per_s": ours_train["tokens_per_s"],
         "ref_train_tokens_per_s": ref_tps,
         "train_ratio": ratio(ours_train["tokens_per_s"], ref_tps),

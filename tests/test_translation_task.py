@@ -14,6 +14,7 @@ from seqtasks.data import TranslationData
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
 from seqtasks.tasks import TranslationTask
+from seqtasks.tasks.base import run_batches
 from seqtasks.tasks.translation import CHECKPOINT_KEY
 
 
@@ -67,6 +68,35 @@ def test_translate_keeps_lines_and_maps_empty_to_empty(task, multi30k_lines):
     alone = task.translate([sentences[2]], beam_size=2, max_length=50)[0][0]
     assert alone.text == results[2][0].text
     assert alone.score == pytest.approx(results[2][0].score, abs=1e-4)
+
+
+def test_translate_in_parallel_workers_like_one_batch_at_a_time(task, multi30k_lines):
+    """Small batches shared among one-core worker threads give the same n-best lists."""
+    sentences = multi30k_lines["de"][:12] + [""]
+    kwargs = dict(beam_size=3, n_best=2, max_tokens=40, max_length=50)
+    alone = task.translate(sentences, workers=1, **kwargs)
+    threads = torch.get_num_threads()
+    together = task.translate(sentences, workers=3, **kwargs)
+    assert torch.get_num_threads() == threads
+    assert [[t.text for t in r] for r in together] == [[t.text for t in r] for r in alone]
+    for mine, theirs in zip(together, alone):
+        assert [t.score for t in mine] == pytest.approx([t.score for t in theirs], abs=1e-4)
+
+
+def test_run_batches_passes_errors_on_and_restores_threads():
+    threads = torch.get_num_threads()
+    done = []
+
+    def work(batch):
+        if batch == [3]:
+            raise ValueError("bad batch")
+        done.append(batch)
+
+    with pytest.raises(ValueError, match="bad batch"):
+        run_batches(work, [[1], [2], [3], [4]], workers=2)
+    assert torch.get_num_threads() == threads
+    run_batches(work, [[5]], workers=2)  # one batch: run in the caller's thread
+    assert [5] in done
 
 
 def test_translate_cuts_a_very_long_line(task, caplog):

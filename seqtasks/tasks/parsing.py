@@ -4,7 +4,6 @@ a sentence in, its tree's bracket sequence out, scored the way EVALB scores."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from seqtasks.linearisation import BracketConstraint, tree_from_output
 from seqtasks.memory import Memory
 from seqtasks.metrics.parseval import score_corpus
 from seqtasks.search import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask
+from seqtasks.tasks.base import EncoderDecoderTask, run_batches
 from seqtasks.trees import ROOT, read_trees, to_line
 
 CHECKPOINT_KEY = "seqtasks"
@@ -201,11 +200,9 @@ class ParsingTask(EncoderDecoderTask):
         `(TOP )`.
 
         On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
-        each running its operations on one core: a decoding step is many small operations,
-        which a second intra-op thread slows down rather than speeds up, whereas two batches
-        side by side keep two cores busy. The caller's autocast setting holds in every worker.
-        The defaults measured fastest on a 2-core CPU, greedy and with beam 10 (docs/parsing.md,
-        "Speed"); the output does not depend on them except through the batching.
+        each on one core (`run_batches`). The defaults measured fastest on a 2-core CPU, greedy
+        and with beam 10 (docs/parsing.md, "Speed"); the output does not depend on them except
+        through the batching.
         """
         if self.vocabulary is None:
             raise RuntimeError("the model has no vocabularies: load it from a checkpoint")
@@ -215,32 +212,13 @@ class ParsingTask(EncoderDecoderTask):
         lengths = [len(sentences[i]) + 1 for i in todo]
         budget = max(min(max_tokens, max_rows // beam_size), 1)
         batches = TokenBucketSampler(lengths, budget, shuffle=False).batches
-        device = self.device.type
-        autocast_dtype, autocast_on = (
-            torch.get_autocast_dtype(device),
-            torch.is_autocast_enabled(device),
-        )
 
         def parse_batch(chunk: Sequence[int]) -> None:
-            # no_grad and autocast are per thread: set them again in a worker.
-            with torch.no_grad(), torch.autocast(device, autocast_dtype, autocast_on):
-                rows = [todo[j] for j in chunk]
-                src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
-                src = src.to(self.device)
-                for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
-                    results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
+            rows = [todo[j] for j in chunk]
+            src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
+            src = src.to(self.device)
+            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
+                results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
 
-        if workers is None:
-            workers = torch.get_num_threads() if device == "cpu" else 1
-        if workers <= 1:
-            for chunk in batches:
-                parse_batch(chunk)
-            return results
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(parse_batch, batches))
-        finally:
-            torch.set_num_threads(threads)
+        run_batches(parse_batch, batches, workers, self.device.type)
         return results

@@ -18,7 +18,7 @@ from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.metrics.bleu import score_corpus
 from seqtasks.search import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask
+from seqtasks.tasks.base import EncoderDecoderTask, run_batches
 
 CHECKPOINT_KEY = "seqtasks"
 
@@ -178,14 +178,18 @@ class TranslationTask(EncoderDecoderTask):
         sentences: Sequence[str],
         beam_size: int = 5,
         n_best: int = 1,
-        max_tokens: int = 8000,
+        max_tokens: int = 2000,
         max_length: int = 200,
         return_attention: bool = False,
+        workers: int | None = None,
     ) -> list[list[Translation]]:
         """Translate raw sentences in length-sorted batches of about `max_tokens` source tokens.
 
         An empty line translates to an empty string; sources longer than `max_length` subwords
         are cut with a warning. Returns, per sentence in input order, its n-best translations.
+        On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
+        each on one core (`run_batches`). The defaults measured fastest on a 2-core CPU
+        (docs/transformer.md, "Speed"); the output does not depend on them.
         """
         if self.src_tokenizer is None or self.tgt_tokenizer is None:
             raise RuntimeError("the model has no tokenisers: load it from a checkpoint")
@@ -194,12 +198,16 @@ class TranslationTask(EncoderDecoderTask):
         results = [[Translation("", [], 0.0, None)] * n_best for _ in sentences]  # empty lines
         todo = [i for i, ids in enumerate(encoded) if ids]
         lengths = [len(encoded[i]) + 1 for i in todo]
-        for chunk in TokenBucketSampler(lengths, max_tokens, shuffle=False).batches:
+
+        def translate_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([encoded[i] + [EOS_ID] for i in rows]).to(self.device)
             nbests = self.decode(src, src != PAD_ID, beam_size, n_best, return_attention)
             for i, nbest in zip(rows, nbests):
                 results[i] = [self._translation(h) for h in nbest]
+
+        batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
+        run_batches(translate_batch, batches, workers, self.device.type)
         return results
 
     def source_pieces(self, sentence: str, max_length: int = 200) -> list[str]:
