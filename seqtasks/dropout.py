@@ -16,6 +16,18 @@ def random_bytes(shape: torch.Size, device: torch.device) -> Tensor:
     return words.view(torch.uint8)[:numel].view(shape)
 
 
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """`Dropout` as a function: on a CPU, zero each element when its random byte is below
+    round(256 p), and scale the rest by 256 / (256 − round(256 p)); elsewhere `F.dropout`."""
+    threshold = round(p * 256)
+    if not training or threshold == 0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, training=True)
+    keep = random_bytes(x.shape, x.device) >= threshold
+    return torch.where(keep, x * (256 / (256 - threshold)), 0.0)
+
+
 class Dropout(nn.Module):
     """Inverted dropout whose mask comes from 8-bit random numbers on the CPU.
 
@@ -34,15 +46,9 @@ class Dropout(nn.Module):
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout rate must be in [0, 1), got {p}")
         self.p = p
-        self.threshold = round(p * 256)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.threshold == 0:
-            return x
-        if x.device.type != "cpu":
-            return F.dropout(x, self.p, training=True)
-        keep = random_bytes(x.shape, x.device) >= self.threshold
-        return torch.where(keep, x * (256 / (256 - self.threshold)), 0.0)
+        return dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

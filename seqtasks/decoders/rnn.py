@@ -6,10 +6,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.decoders.base import Decoder
+from seqtasks.dropout import Dropout, dropout
 from seqtasks.encoders.rnn import layer_weights
 
 Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
@@ -50,7 +50,7 @@ def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, hidden: Hidden) -> tuple[Tensor, 
     outputs, cells = [], []
     for layer in range(rnn.num_layers):
         if layer > 0:
-            x = F.dropout(x, rnn.dropout, rnn.training)
+            x = dropout(x, rnn.dropout, rnn.training)
         weights = layer_weights(rnn, layer)
         if lstm:
             x, c = torch.lstm_cell(x, (hidden[0][layer], hidden[1][layer]), *weights)
@@ -75,7 +75,7 @@ class MaxoutReadout(nn.Module):
     def __init__(self, in_dim: int, readout_dim: int, vocab_size: int, dropout: float):
         super().__init__()
         self.hidden = nn.Linear(in_dim, 2 * readout_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.out = nn.Linear(readout_dim, vocab_size)
 
     def forward(self, features: Tensor) -> Tensor:
@@ -114,7 +114,7 @@ class RNNDecoder(Decoder):
         self.num_layers = num_layers
         self.cell = cell
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.init_hidden = nn.Linear(memory_dim, num_layers * hidden_size)
         self.init_cell = nn.Linear(memory_dim, num_layers * hidden_size) if init_cell else None
         rnn_class = nn.GRU if cell == "gru" else nn.LSTM

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from seqtasks.attention import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step, top_layer
+from seqtasks.dropout import Dropout
 from seqtasks.memory import Memory
 
 
@@ -30,7 +31,7 @@ class DeepOutput(nn.Module):
         super().__init__()
         self.L_h = nn.Linear(hidden_size, embed_dim)
         self.L_z = nn.Linear(context_dim, embed_dim, bias=False) if context_dim else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.L_o = nn.Linear(embed_dim, vocab_size)
 
     def forward(self, embedded: Tensor, h: Tensor, z: Tensor | None = None) -> Tensor:

@@ -11,6 +11,7 @@ import timm
 import torch
 from torch import Tensor, nn
 
+from seqtasks.dropout import Dropout
 from seqtasks.encoders.base import Encoder
 from seqtasks.encoders.pretrained import create_backbone
 from seqtasks.memory import Memory
@@ -42,7 +43,7 @@ class GridEncoder(Encoder):
         width = channels + (2 if coordinates else 0)
         self.coordinates = coordinates
         self.project = nn.Linear(width, project_dim) if project_dim else nn.Identity()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.out_dim = project_dim or width
 
     def extract(self, images: Tensor) -> Tensor:  # pragma: no cover - interface

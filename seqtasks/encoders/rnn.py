@@ -7,6 +7,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from seqtasks.dropout import Dropout, dropout
 from seqtasks.encoders.base import Encoder
 from seqtasks.memory import Memory
 
@@ -57,7 +58,7 @@ class RNNEncoder(Encoder):
             bidirectional=True,
             dropout=dropout if num_layers > 1 else 0.0,
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.out_dim = 2 * hidden_size
 
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
@@ -75,7 +76,7 @@ class RNNEncoder(Encoder):
             back = _gather_time(self._run(_gather_time(x, reverse), layer, "_reverse"), reverse)
             x = torch.cat([ahead, back], dim=-1)  # (B, S, 2H)
             if layer < self.rnn.num_layers - 1:
-                x = nn.functional.dropout(x, self.rnn.dropout, self.training)
+                x = dropout(x, self.rnn.dropout, self.training)
         states = x * mask[:, :, None]
         last = (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, self.rnn.hidden_size)
         summary = torch.cat(  # (B, 2H): [→h_S; ←h_1]
