@@ -114,3 +114,26 @@ def test_ddp_ranks_get_equal_counts_and_cover_everything(monkeypatch, case):
     # Ranks share no batch except the repeats that pad the count.
     shared = {tuple(b) for b in per_rank[0]} & {tuple(b) for b in per_rank[1]}
     assert len(shared) == unsharded % 2
+
+
+def test_ddp_padding_by_tiling_for_every_world_and_batch_count(monkeypatch):
+    """World sizes 1–9 against 0–20 batches (one example each): every rank gets
+    ceil(batches / world) batches, as `len` says, and together they hold every batch; a batch
+    is repeated only to pad, and no more often than the tiling needs."""
+    for count in range(21):
+        lengths = [5] * count  # max_tokens 5: one example a batch
+        for world in range(1, 10):
+            per_rank = []
+            for rank in range(world):
+                monkeypatch.setattr(batching, "_world", lambda r=rank, w=world: (r, w))
+                sampler = TokenBucketSampler(lengths, 5, shuffle=True, seed=2)
+                sampler.set_epoch(3)
+                batches = list(sampler)
+                assert len(batches) == len(sampler) == -(-count // world), (count, world, rank)
+                per_rank.append(batches)
+            drawn = [i for batches in per_rank for batch in batches for i in batch]
+            assert set(drawn) == set(range(count)), (count, world)
+            padded = -(-count // world) * world if count else 0
+            assert len(drawn) == padded
+            if count:
+                assert max(drawn.count(i) for i in range(count)) <= -(-padded // count)

@@ -43,7 +43,8 @@ class TokenBucketSampler(Sampler[list[int]]):
     `seed + epoch`, so every epoch has the same number of batches and is reproducible.
 
     Under DDP every rank takes every world-th batch; the list is first padded by repeating
-    batches from its start so that all ranks get the same count (no rank waits at epoch end).
+    it from its start (as often as needed, even when there are fewer batches than ranks) so
+    that all ranks get the same count: no rank waits for the others at the epoch's end.
 
     Since the order is a function of seed and epoch, `resume(epoch, batches_done)` is all it
     takes to continue an epoch where a killed run left it (see `BucketLoader`).
@@ -105,9 +106,10 @@ class TokenBucketSampler(Sampler[list[int]]):
             generator = torch.Generator().manual_seed(self.seed + self.epoch)
             numbers = torch.randperm(count, generator=generator).numpy()
         rank, world = _world()
-        if world > 1:
-            padded = -count % world
-            numbers = np.concatenate([numbers, numbers[:padded]])[rank::world]
+        if world > 1 and count:
+            # Pad by tiling: with fewer batches than ranks, slicing the list alone could not
+            # reach a multiple of `world`, and ranks would get different counts (and hang).
+            numbers = np.resize(numbers, -(-count // world) * world)[rank::world]
         return numbers
 
     def __iter__(self) -> Iterator[list[int]]:
