@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from seqtasks.attention import Attention, GeneralAttention
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
+from seqtasks.encoders.rnn import recur
 from seqtasks.memory import Memory
 
 
@@ -102,7 +103,7 @@ class LuongDecoder(RNNDecoder):
         state = self.init_state(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if not self.input_feeding:
-            outputs, _ = self.rnn(embedded, state.hidden)  # (B, T, H)
+            outputs, _ = recur(self.rnn, embedded, state.hidden)  # (B, T, H)
             context, weights = self.attention(outputs, state.keys, state.values, state.mask)
             attentional = self._attentional(context, outputs)  # (B, T, H)
         else:

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, rnn_step
+from seqtasks.encoders.rnn import recur
 from seqtasks.memory import Memory
 
 
@@ -70,5 +71,5 @@ class NoAttentionDecoder(RNNDecoder):
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         c = memory.summary[:, None, :].expand(-1, tgt_in.size(1), -1)  # (B, T, D)
         features = torch.cat([embedded, c], dim=-1)  # (B, T, E + D)
-        outputs, _ = self.rnn(features, state.hidden)  # (B, T, H)
+        outputs, _ = recur(self.rnn, features, state.hidden)  # (B, T, H)
         return DecoderOutput(self.readout(torch.cat([outputs, features], dim=-1)), None)

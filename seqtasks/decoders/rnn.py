@@ -10,9 +10,7 @@ from torch import Tensor, nn
 
 from seqtasks.decoders.base import Decoder
 from seqtasks.dropout import Dropout, dropout
-from seqtasks.encoders.rnn import layer_weights
-
-Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
+from seqtasks.encoders.rnn import Hidden, layer_weights
 
 
 @dataclass

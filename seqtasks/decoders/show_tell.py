@@ -9,6 +9,7 @@ from torch import Tensor
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
 from seqtasks.decoders.show_attend_tell import DeepOutput
+from seqtasks.encoders.rnn import recur
 from seqtasks.memory import Memory
 
 
@@ -60,5 +61,5 @@ class ShowTellDecoder(RNNDecoder):
 
     def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
         embedded = self.embedding(tgt_in)  # (B, T, m)
-        outputs, _ = self.rnn(embedded, self.initial_hidden(memory.summary))  # (B, T, n)
+        outputs, _ = recur(self.rnn, embedded, self.initial_hidden(memory.summary))  # (B, T, n)
         return DecoderOutput(self.readout(embedded, outputs), None)
