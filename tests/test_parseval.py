@@ -107,6 +107,46 @@ def test_errors_and_skips_leave_the_totals():
     assert "Number of Error sentence  =      2" in summary(scores)
 
 
+def with_tags(tree: Tree, tag) -> Tree:
+    """A copy of `tree` whose preterminals (traces included) are relabelled `tag(old)`."""
+    tree = tree.copy(deep=True)
+    for position in tree.treepositions("leaves"):
+        preterminal = tree[position[:-1]]
+        preterminal.set_label(tag(preterminal.label()))
+    return tree
+
+
+def test_xx_tagged_gold_trees_score_100(dev):
+    """Vinyals et al.'s output writes every preterminal as XX: the punctuation to delete is
+    decided by the gold tags, so the gold structure with XX tags matches perfectly."""
+    xx = [with_tags(t, lambda tag: tag if tag == "-NONE-" else "XX") for t in dev]
+    scores = score_corpus(dev, xx)
+    assert (scores.all.valid, scores.all.errors, scores.all.skipped) == (273, 0, 0)
+    assert figures(dev, xx) == (4980, 4980, 4980, 100.0, 100.0, 100.0)
+    assert scores.all.tagging_accuracy == 0.0  # XX is no tag
+    assert scores.short.f1 == 100.0 and scores.short.valid == 260
+
+
+def test_punctuation_is_decided_by_the_gold_tags():
+    """A test tree that tags the period as NN and a word as '.' scores its brackets over the
+    gold tree's words: the period goes, `dog` stays (EVALB, deleting by each tree's own tags,
+    would count this sentence as a length error)."""
+    test = Tree.fromstring(
+        "(TOP (S (NP (DT The) (. dog)) (NN ,) (VP (VBD gave) (PRT (RP up))) (NP (NN .))))"
+    )
+    s = score_sentence(GOLD, test)
+    # Brackets over The dog gave up (0..4): S, NP, VP, ADVP; the test NP over '.' is empty.
+    assert (s.status, s.matched, s.gold, s.test) == (Status.OK, 4, 4, 4)
+    assert (s.words, s.correct_tags) == (4, 3)  # The/DT gave/VBD up/RP right, dog/. wrong
+
+
+def test_a_test_tree_with_another_word_count_is_an_error():
+    one_more = Tree.fromstring(
+        "(TOP (S (NP (XX The) (XX dog)) (XX ,) (VP (XX gave) (XX up)) (XX .) (XX !)))"
+    )
+    assert score_sentence(GOLD, one_more).status is Status.ERROR
+
+
 def test_f1_by_length(dev):
     scores = score_corpus(dev, [flat(t) for t in dev])
     buckets = f1_by_length(scores, [10, 40])

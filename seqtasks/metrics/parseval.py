@@ -1,18 +1,26 @@
 """Labelled bracket scoring as EVALB computes it (Sekine & Collins 1997), with `COLLINS.prm`.
 
 Per sentence, as EVALB's `read_line`, `calc_result` and `massage_data`:
-- a preterminal whose tag is in DELETE_LABELS is removed together with its word (the
-  punctuation tags and `-NONE-`); a constituent with such a label loses only its own bracket
-  (so `TOP` goes, its children stay); a constituent left with no words is not counted;
+- a word whose *gold* tag is in DELETE_LABELS (the punctuation tags) is removed from both trees
+  together with its preterminal, and so is every `-NONE-` preterminal (a test tree with another
+  number of words, e.g. written without punctuation, loses the words its own tags mark); a
+  constituent with such a label loses only its own bracket (so `TOP` goes, its children stay);
+  a constituent left with no words is not counted;
 - labels are cut at the first '-' or '=' (function tags, indices), and ADVP and PRT are equal;
 - brackets (label, first word, last word + 1) of the two trees are matched as multisets;
-- a test tree with no words is *skipped*; one whose words differ from the gold tree's is an
-  *error*; both are left out of the totals, and their counts reported;
+- a test tree with no words (by its own tags) is *skipped*; one whose words differ from the
+  gold tree's is an *error*; both are left out of the totals, and their counts reported;
 - the length that selects the ≤ 40 figures counts the gold tree's preterminals except
   `-NONE-` (punctuation included).
 
 Only `TOP` is deleted as a root: a root labelled `ROOT`, or the treebank's unlabelled outer
 bracket, counts as a constituent and costs precision, as it does in EVALB.
+
+EVALB itself deletes punctuation by each tree's own tags, so a test tree whose tags differ from
+the gold ones on a punctuation word (a tagger's mistake, or the `XX` preterminals of Vinyals et
+al.) keeps a word the gold tree lost, and the sentence becomes a length error. Deciding by the
+gold tags is what EVALB does whenever the tags agree, and scores any tagging: the brackets
+score the same whatever the test tree's tags are, and only tagging accuracy reads them.
 """
 
 from __future__ import annotations
@@ -48,20 +56,33 @@ def _bracket_label(label: str) -> str:
     return EQUIVALENT_LABELS.get(label, label)
 
 
-def bracketing(tree: Tree) -> Bracketing:
-    """The words, tags and brackets EVALB scores in `tree`."""
+def punctuation(tree: Tree) -> list[bool]:
+    """Per word of `tree` (its preterminals other than `-NONE-`), whether its tag marks it as
+    punctuation that EVALB deletes."""
+    return [tag in DELETE_LABELS for _, tag in tree.pos() if tag not in LENGTH_IGNORED]
+
+
+def bracketing(tree: Tree, deleted: Sequence[bool] | None = None) -> Bracketing:
+    """The words, tags and brackets EVALB scores in `tree`. `deleted` says, per word (as
+    `punctuation` counts them), which words to remove; by default the tree's own tags decide."""
+    if deleted is None:
+        deleted = punctuation(tree)
     words: list[str] = []
     tags: list[str] = []
     brackets: Counter[tuple[str, int, int]] = Counter()
     length = 0
+    position = 0  # of the next word, in `deleted`
 
     def visit(node: Tree) -> None:
-        nonlocal length
+        nonlocal length, position
         if node and not isinstance(node[0], Tree):  # a preterminal
-            length += node.label() not in LENGTH_IGNORED
-            if node.label() not in DELETE_LABELS:
+            if node.label() in LENGTH_IGNORED:  # -NONE-: never a word
+                return
+            length += 1
+            if not deleted[position]:
                 words.append(node[0])
                 tags.append(node.label())
+            position += 1
             return
         start = len(words)
         for child in node:
@@ -99,12 +120,17 @@ class SentenceScore:
 
 def score_sentence(gold: Tree, test: Tree | None) -> SentenceScore:
     """EVALB's figures for one sentence; `test` is None when the output could not be read."""
-    g = bracketing(gold)
+    gold_punctuation = punctuation(gold)
+    g = bracketing(gold, gold_punctuation)
     if test is None:
         return SentenceScore(Status.ERROR, g.length)
-    t = bracketing(test)
-    if not t.words:
+    if not bracketing(test).words:  # nothing but punctuation and traces, by its own tags
         return SentenceScore(Status.SKIP, g.length)
+    # Word for word, the gold tags decide; a test tree without the punctuation words (as
+    # some parsers write them) is read as EVALB reads it, by its own tags.
+    test_punctuation = punctuation(test)
+    same_words = len(test_punctuation) == len(gold_punctuation)
+    t = bracketing(test, gold_punctuation if same_words else test_punctuation)
     if g.words != t.words:
         return SentenceScore(Status.ERROR, g.length)
     return SentenceScore(
