@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from conftest import REPO, subprocess_env
 
@@ -123,26 +124,40 @@ def test_translate_nbest_and_output_file(dates, tmp_path):
 
 
 def test_evaluate_json_and_length_table(dates, tmp_path):
+    """The report's figures against sacreBLEU called directly on the translations it wrote:
+    cased 13a BLEU, chrF, lower-cased BLEU, and BLEU of each source-length bucket."""
     checkpoint, data = dates
     result = evaluate(
         checkpoint,
         data / "test.text",
         data / "test.iso",
-        "--beam",
-        "2",
-        "--buckets",
-        "3",
-        "--json",
-        "--length-plot",
-        str(tmp_path / "length.png"),
+        *("--beam", "2", "--buckets", "3", "--json", "--output", str(tmp_path / "out.txt")),
+        *("--length-plot", str(tmp_path / "length.png")),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["sentences"] == 1000
-    assert "nrefs:1|case:mixed" in report["signature"]
-    assert 0.0 <= report["bleu"] <= 100.0 and 0.0 <= report["chrf"] <= 100.0
-    assert [(b["low"], b["high"]) for b in report["by_length"]] == [(1, 3), (4, None)]
-    assert sum(b["sentences"] for b in report["by_length"]) == 1000
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in report["signature"]
+
+    sources = (data / "test.text").read_text(encoding="utf-8").splitlines()
+    references = (data / "test.iso").read_text(encoding="utf-8").splitlines()
+    hypotheses = Path(report["output"]).read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 1000
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references])  # 13a: "1948-03-21" is 5 tokens
+    assert 0.0 < bleu.score < 100.0, "30 steps: the dates are neither all right nor all wrong"
+    assert report["bleu"] == pytest.approx(bleu.score)
+    assert report["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    lowercased = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
+    assert report["bleu_lowercase"] == pytest.approx(lowercased)
+    short = [i for i, source in enumerate(sources) if len(source.split()) <= 3]
+    long = sorted(set(range(1000)) - set(short))
+    expected = []
+    for low, high, rows in ((1, 3, short), (4, None, long)):
+        score = sacrebleu.corpus_bleu(
+            [hypotheses[i] for i in rows], [[references[i] for i in rows]]
+        )
+        expected.append({"low": low, "high": high, "sentences": len(rows), "bleu": score.score})
+    assert report["by_length"] == [{**b, "bleu": pytest.approx(b["bleu"])} for b in expected]
     assert (tmp_path / "length.png").stat().st_size > 0
 
 

@@ -7,10 +7,12 @@ import logging
 
 import lightning as L
 import pytest
+import sacrebleu
 import torch
 
 from seqtasks.attention import GeneralAttention
 from seqtasks.data import TranslationData
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
 from seqtasks.tasks import TranslationTask
@@ -206,6 +208,48 @@ def test_checkpoint_carries_tokenisers(trained_checkpoint, toy_tokenizers, multi
     ours = trained.translate(sentences, beam_size=2, max_length=50)
     theirs = loaded.translate(sentences, beam_size=2, max_length=50)
     assert [r[0].text for r in theirs] == [r[0].text for r in ours]
+
+
+def test_validation_scores_equal_scores_worked_out_another_way(
+    trained_checkpoint, toy_data_dir, toy_tokenizers, monkeypatch
+):
+    """`validate` on the toy val split (20 pairs) against the same figures computed another
+    way: sacreBLEU called directly on `translate`'s output (one sentence at a time, beam 2 as
+    `val_beam`), and the label-smoothed cross-entropy per target token summed sentence by
+    sentence without padding. The encoder runs once per batch: the loss and the search share
+    its output."""
+    _, model = trained_checkpoint
+    data = TranslationData(str(toy_data_dir), max_tokens=300)
+    calls = []
+    encode = model.encoder.forward
+    monkeypatch.setattr(model.encoder, "forward", lambda *a: calls.append(1) or encode(*a))
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    (metrics,) = trainer.validate(model, datamodule=data, verbose=False)
+    assert len(calls) == len(data.val_dataloader())
+    monkeypatch.undo()
+
+    src_lines = (toy_data_dir / "val.de").read_text(encoding="utf-8").splitlines()
+    ref_lines = (toy_data_dir / "val.en").read_text(encoding="utf-8").splitlines()
+    hypotheses = [model.translate([s], beam_size=2)[0][0].text for s in src_lines]
+    assert metrics["val/bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(hypotheses, [ref_lines]).score
+    )
+    assert metrics["val/chrf"] == pytest.approx(
+        sacrebleu.corpus_chrf(hypotheses, [ref_lines]).score
+    )
+
+    src_tok, tgt_tok = toy_tokenizers
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for src, ref in zip(src_lines, ref_lines):
+            source = torch.tensor([src_tok.encode(src) + [EOS_ID]])
+            target = tgt_tok.encode(ref)
+            tgt_in, tgt_out = torch.tensor([[BOS_ID, *target]]), torch.tensor(target + [EOS_ID])
+            logits = model.decoder(model.encoder(source, source != PAD_ID), tgt_in).logits[0]
+            log_p = torch.log_softmax(logits.double(), dim=-1)  # (T, V)
+            smoothed = 0.9 * -log_p[range(len(tgt_out)), tgt_out] - 0.1 * log_p.mean(-1)
+            total, tokens = total + smoothed.sum().item(), tokens + len(tgt_out)
+    assert metrics["val/loss"] == pytest.approx(total / tokens, rel=1e-4)
 
 
 def test_checkpoint_without_seqtasks_entry_is_rejected(trained_checkpoint, tmp_path):

@@ -20,11 +20,14 @@ class DecoderOutput:
         choice_log_prob: (B, T) log-probability of the stochastic choice the decoder made at
             each step (hard attention's sampled location), 0 where it made none; None for a
             deterministic decoder. The task trains these choices by REINFORCE.
+        sampled: (B,) bool, with `choice_log_prob`: the examples whose choices were sampled
+            (hard attention's others used the expected context and made none).
     """
 
     logits: Tensor
     attention: Tensor | None = None
     choice_log_prob: Tensor | None = None
+    sampled: Tensor | None = None
 
 
 class Decoder(nn.Module):

@@ -30,7 +30,7 @@ class HardAttentionDecoder(SoftAttentionDecoder):
 
     Training (§4.1): the word loss trains everything but the choice of s; the choice gets the
     REINFORCE rule, with reward log p(y | s, a), a moving-average baseline and an entropy bonus,
-    all added by the task from `DecoderOutput.choice_log_prob` (see `EncoderDecoderTask.loss`).
+    all added by the task from `DecoderOutput.choice_log_prob` (see `EncoderDecoderTask.objective`).
     As in the paper, each image uses the expected context Σ_i α_ti a_i instead of a sample
     with probability `expectation_probability` (those rows make no choice and are trained like
     soft attention).

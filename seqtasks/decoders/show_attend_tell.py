@@ -53,7 +53,7 @@ class SoftAttentionDecoder(RNNDecoder):
         h_0 = tanh(f_init,h(ā)),  c_0 = tanh(f_init,c(ā)),  ā = (1/L) Σ_i a_i (the memory summary)
 
     The doubly stochastic penalty λ Σ_i (1 − Σ_t α_ti)² is a loss term, so the task adds it
-    (see `EncoderDecoderTask.loss`). Only the recurrence is sequential: the deep output runs
+    (see `EncoderDecoderTask.objective`). Only the recurrence is sequential: the deep output runs
     once over all T positions.
 
     Args:
@@ -131,5 +131,9 @@ class SoftAttentionDecoder(RNNDecoder):
             alphas.append(alpha)
             choices.append(choice_log_prob)
         logits = self.readout(embedded, torch.stack(hs, 1), torch.stack(zs, 1))  # (B, T, V)
-        sampled = None if choices[0] is None else torch.stack(choices, 1)  # (B, T)
-        return DecoderOutput(logits, torch.stack(alphas, 1), sampled)
+        if choices[0] is None:  # deterministic attention (or hard attention in eval mode)
+            return DecoderOutput(logits, torch.stack(alphas, 1))
+        # (B, T) log p(s_t), and which rows sampled (a `HardAttentionState`'s `sampling`)
+        return DecoderOutput(
+            logits, torch.stack(alphas, 1), torch.stack(choices, 1), state.sampling
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -22,6 +23,23 @@ from seqtasks.random_state import random_state, set_random_state
 from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
 
 RESUME_KEY = "seqtasks_resume"  # per process: what a resumed run needs beyond Lightning's state
+
+
+@dataclass
+class Evaluated:
+    """One example of a validation or test split, as decoded and scored (tasks extend it with
+    the input, output and references their metrics read).
+
+    Attributes:
+        index: its position in the split; under DDP a padded shard repeats some examples,
+            and gathering keeps one record per index.
+        loss: its objective (`EncoderDecoderTask.objective`), summed over its target tokens.
+        tokens: its number of target tokens.
+    """
+
+    index: int
+    loss: float
+    tokens: int
 
 
 class EncoderDecoderTask(L.LightningModule):
@@ -77,8 +95,8 @@ class EncoderDecoderTask(L.LightningModule):
         self.attention_penalty = attention_penalty
         self.entropy_weight = entropy_weight
         self.reward_scale = reward_scale
-        self.reward_baseline: Tensor | None = None  # b of the REINFORCE rule, set by `loss`
-        self._eval_outputs: list[tuple[int, str, str, str]] = []
+        self.reward_baseline: Tensor | None = None  # b of REINFORCE (None: 0), set by `objective`
+        self._eval_outputs: list[Evaluated] = []
         self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
 
     def configure_model(self) -> None:
@@ -113,46 +131,52 @@ class EncoderDecoderTask(L.LightningModule):
         return total / tokens.clamp(min=1), tokens
 
     def loss(self, output: DecoderOutput, targets: Tensor, source_mask: Tensor) -> Tensor:
-        """The training objective per target token. To the summed label-smoothed cross-entropy
-        it adds the terms of Xu et al. (2015, §4), each summed over the batch like the words,
+        """The training objective per target token: `objective` summed over the batch and
+        divided by the number of target tokens."""
+        tokens = (targets != PAD_ID).sum().clamp(min=1)
+        return self.objective(output, targets, source_mask).sum() / tokens
+
+    def objective(self, output: DecoderOutput, targets: Tensor, source_mask: Tensor) -> Tensor:
+        """(B,) each example's objective, summed over its tokens. To the label-smoothed
+        cross-entropy it adds the terms of Xu et al. (2015, §4), per example like the words,
         so that their weight relative to log p(y) is the paper's:
 
             + λ Σ_i (1 − Σ_t α_ti)²                        doubly stochastic attention
             − λ_e Σ_t H(α_t)                               entropy bonus
             − λ_r (log p(y | s) − b) Σ_t log p(s_t)        REINFORCE for the choices s
 
-        and divides by the number of target tokens. The sums over t skip padding, the sum
-        over i padded source positions. REINFORCE applies in training to a decoder that
-        reports choices (`choice_log_prob`): its reward is the unsmoothed log-likelihood of the
-        caption given the choices, and b a moving average of it, b ← 0.9 b + 0.1 · batch mean
-        (starting from the first batch's mean).
+        The sums over t skip padding, the sum over i padded source positions. REINFORCE
+        applies in training to the examples whose choices a decoder sampled
+        (`DecoderOutput.sampled`; hard attention's others used the expected context). The
+        reward is the unsmoothed log-likelihood of the caption given the choices, and b a
+        moving average of it over the sampled examples of earlier batches, as in the
+        authors' code: b starts at 0 and after each batch b ← 0.9 b + 0.1 · mean reward.
+        Using only earlier batches keeps the gradient estimate unbiased.
         """
         mask = targets != PAD_ID  # (B, T)
         nll = self.token_nll(output.logits, targets, self.label_smoothing)  # (B, T)
-        total = nll.sum()
+        total = nll.sum(dim=1)  # (B,)
         if output.attention is not None and (self.attention_penalty or self.entropy_weight):
             alpha = output.attention.float() * mask[:, :, None]  # (B, T, S)
             if self.attention_penalty:
                 coverage = alpha.sum(dim=1)  # (B, S) Σ_t α_ti
-                total = total + self.attention_penalty * ((1 - coverage) ** 2)[source_mask].sum()
+                shortfall = ((1 - coverage) ** 2) * source_mask  # (B, S)
+                total = total + self.attention_penalty * shortfall.sum(dim=1)
             if self.entropy_weight:  # H(α_t); the clamp keeps the gradient finite at α = 0
-                entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum()
+                entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(dim=(1, 2))  # (B,)
                 total = total - self.entropy_weight * entropy
         if output.choice_log_prob is not None and self.training and self.reward_scale:
             if self.label_smoothing:
                 nll = self.token_nll(output.logits, targets)
             reward = -nll.sum(dim=1).detach()  # (B,) log p(y | s, a)
-            advantage = reward - self._update_baseline(reward)  # (B,)
+            sampled = output.sampled  # (B,)
+            baseline = 0.0 if self.reward_baseline is None else self.reward_baseline
+            advantage = (reward - baseline) * sampled  # (B,), 0 for the expectation's rows
             choices = (output.choice_log_prob * mask).sum(dim=1)  # (B,) Σ_t log p(s_t)
-            total = total - self.reward_scale * (advantage * choices).sum()
-        return total / mask.sum().clamp(min=1)
-
-    def _update_baseline(self, reward: Tensor) -> Tensor:
-        """The baseline b for this batch, then b ← 0.9 b + 0.1 · mean reward."""
-        mean = reward.mean()
-        baseline = mean if self.reward_baseline is None else self.reward_baseline
-        self.reward_baseline = 0.9 * baseline + 0.1 * mean
-        return baseline
+            total = total - self.reward_scale * advantage * choices
+            if sampled.any():
+                self.reward_baseline = 0.9 * baseline + 0.1 * reward[sampled].mean()
+        return total
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         memory = self.encode(batch)
@@ -297,15 +321,29 @@ class EncoderDecoderTask(L.LightningModule):
         return None
 
     # ---- evaluation: results are gathered from every process, then scored once -------------
-    def gathered_outputs(self) -> list[tuple[int, str, str, str]]:
-        """(index, source, hypothesis, reference) of the whole split, in split order.
+    def evaluation_losses(
+        self, output: DecoderOutput, targets: Tensor, source_mask: Tensor
+    ) -> list[tuple[float, int]]:
+        """Per example of a batch: (its summed objective, its target tokens), for `Evaluated`."""
+        objective = self.objective(output, targets, source_mask).tolist()
+        return list(zip(objective, (targets != PAD_ID).sum(dim=1).tolist()))
+
+    def gathered_outputs(self) -> list[Evaluated]:
+        """The `Evaluated` records of the whole split, one per example, in split order.
 
         Under DDP each process decoded a shard (with repeats that even out the shards);
-        everything is gathered and de-duplicated by index, so the score equals one process's.
+        everything is gathered and de-duplicated by index, so the scores equal one process's.
         """
         shards = from_every_process(self._eval_outputs)
         self._eval_outputs = []
-        return sorted({item[0]: item for shard in shards for item in shard}.values())
+        unique = {record.index: record for shard in shards for record in shard}
+        return [unique[index] for index in sorted(unique)]
+
+    def log_loss(self, stage: str, records: Sequence[Evaluated]) -> None:
+        """`stage`/loss: the split's objective per target token, each example counted once."""
+        tokens = sum(record.tokens for record in records)
+        loss = sum(record.loss for record in records) / max(tokens, 1)
+        self.log(f"{stage}/loss", loss, sync_dist=True)
 
 
 def run_batches(

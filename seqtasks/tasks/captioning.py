@@ -19,11 +19,20 @@ from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.image import GridEncoder
 from seqtasks.memory import Memory
 from seqtasks.metrics.captioning import score_captions
-from seqtasks.metrics.shapes import judge, summarise
+from seqtasks.metrics.shapes import Judgement, judge, summarise
 from seqtasks.search import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask
+from seqtasks.tasks.base import EncoderDecoderTask, Evaluated
 
 CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Captioned(Evaluated):
+    """A decoded example of a validation or test split."""
+
+    caption: str
+    references: list[str]
+    judgement: Judgement | None  # on the shapes world, the caption read against the scene
 
 
 @dataclass
@@ -63,7 +72,7 @@ class CaptioningTask(EncoderDecoderTask):
         max_caption_length: decoding stops after this many words.
         attention_penalty: λ of the doubly stochastic attention, 1 as in Xu et al.
         entropy_weight, reward_scale: the REINFORCE terms of hard attention
-            (`EncoderDecoderTask.loss`; the authors' code uses 0.002 and 0.1).
+            (`EncoderDecoderTask.objective`; the authors' code uses 0.002 and 0.1).
         (the rest as in `EncoderDecoderTask`; length_alpha 0 ranks beams by log-probability)
     """
 
@@ -161,11 +170,11 @@ class CaptioningTask(EncoderDecoderTask):
 
     def _evaluate_batch(self, batch: CaptionBatch, stage: str, beam: int) -> None:
         memory = self.encode(batch)
-        loss = self.loss(self.decoder(memory, batch.tgt_in), batch.tgt_out, memory.mask)
-        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
+        output = self.decoder(memory, batch.tgt_in)
+        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
         shapes = batch.scenes[0] is not None
         hypotheses = self.search(memory, beam_size=beam, return_attention=shapes)
-        for i, nbest in enumerate(hypotheses):
+        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
             best = nbest[0]
             judged = None
             if shapes:
@@ -173,19 +182,22 @@ class CaptioningTask(EncoderDecoderTask):
                 scene, references = batch.scenes[i], batch.references[i]
                 judged = judge(said, references, scene, best.attention, memory.grid)
             text = self.tokenizer.decode(best.tokens)
-            self._eval_outputs.append((int(batch.index[i]), text, batch.references[i], judged))
+            self._eval_outputs.append(
+                Captioned(int(batch.index[i]), loss, tokens, text, batch.references[i], judged)
+            )
 
     def _log_scores(self, stage: str) -> None:
         outputs = self.gathered_outputs()
         if not outputs:
             return
-        scores = score_captions([o[1] for o in outputs], [o[2] for o in outputs])
+        scores = score_captions([o.caption for o in outputs], [o.references for o in outputs])
         # Every process holds the same, whole-split scores: syncing them changes nothing but
         # tells Lightning the epoch-level value is global.
+        self.log_loss(stage, outputs)
         self.log(f"{stage}/cider", scores.cider, prog_bar=True, sync_dist=True)
         for n in (1, 4):
             self.log(f"{stage}/bleu{n}", getattr(scores, f"bleu{n}"), sync_dist=True)
-        judgements = [o[3] for o in outputs if o[3] is not None]
+        judgements = [o.judgement for o in outputs if o.judgement is not None]
         if judgements:
             for name, value in summarise(judgements).items():
                 self.log(f"{stage}/{name}", value, sync_dist=True)

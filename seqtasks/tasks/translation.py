@@ -18,9 +18,18 @@ from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.metrics.bleu import score_corpus
 from seqtasks.search import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask, run_batches
+from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
 
 CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Translated(Evaluated):
+    """A decoded example of a validation or test split."""
+
+    source: str
+    hypothesis: str  # detokenised
+    reference: str
 
 
 @dataclass
@@ -132,24 +141,28 @@ class TranslationTask(EncoderDecoderTask):
 
     # ---- evaluation -----------------------------------------------------------------------
     def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
-        output = self(batch.src, batch.src_mask, batch.tgt_in)
-        loss, _ = self.token_loss(output.logits, batch.tgt_out)
-        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
-        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=beam)
-        for i, nbest in enumerate(hypotheses):
+        """The teacher-forced loss and a search, from one encoding of the batch."""
+        memory = self.encode(batch)
+        output = self.decoder(memory, batch.tgt_in)
+        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
+        hypotheses = self.search(memory, beam_size=beam)
+        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
             text = self.tgt_tokenizer.decode(nbest[0].tokens)
             self._eval_outputs.append(
-                (int(batch.index[i]), batch.src_text[i], text, batch.tgt_text[i])
+                Translated(
+                    int(batch.index[i]), loss, tokens, batch.src_text[i], text, batch.tgt_text[i]
+                )
             )
 
     def _log_scores(self, stage: str) -> None:
         outputs = self.gathered_outputs()
-        hypotheses = [o[2] for o in outputs]
-        references = [o[3] for o in outputs]
+        hypotheses = [o.hypothesis for o in outputs]
+        references = [o.reference for o in outputs]
         scores = score_corpus(hypotheses, references)
         exact = sum(h == r for h, r in zip(hypotheses, references)) / max(len(outputs), 1)
         # Every process holds the same, whole-split scores: syncing them changes nothing but
         # tells Lightning the epoch-level value is global.
+        self.log_loss(stage, outputs)
         self.log(f"{stage}/bleu", scores.bleu, prog_bar=True, sync_dist=True)
         self.log(f"{stage}/chrf", scores.chrf, sync_dist=True)
         self.log(f"{stage}/exact_match", 100.0 * exact, sync_dist=True)
