@@ -23,10 +23,18 @@ from seqtasks.linearisation import BracketConstraint, tree_from_output
 from seqtasks.memory import Memory
 from seqtasks.metrics.parseval import score_corpus
 from seqtasks.search import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask, run_batches
-from seqtasks.trees import ROOT, read_trees, to_line
+from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
+from seqtasks.trees import NONE_TAG, ROOT, read_trees, to_line
 
 CHECKPOINT_KEY = "seqtasks"
+
+
+@dataclass
+class Parsed(Evaluated):
+    """A decoded example of a validation or test split."""
+
+    written: str  # the bracket sequence the decoder wrote
+    gold: str  # the gold tree, on one line
 
 
 @dataclass
@@ -42,7 +50,9 @@ class Parse:
 class ParsingTask(EncoderDecoderTask):
     """Parse with any encoder and decoder; validate with EVALB's F1 (`val/f1`).
 
-    Trees are scored as predicted structure over the gold words and tags. The vocabularies
+    Trees are scored as the model writes them (its own tags, or XX) over the gold words, with
+    the punctuation EVALB deletes decided by the gold tags (`seqtasks.metrics.parseval`), so
+    the brackets score the same whatever the preterminals say. The vocabularies
     come from the DataModule when training starts and are stored in every checkpoint, so
     `ParsingTask.load_from_checkpoint(path)` is all an app needs.
 
@@ -138,33 +148,41 @@ class ParsingTask(EncoderDecoderTask):
 
     # ---- evaluation -----------------------------------------------------------------------
     def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
-        output = self(batch.src, batch.src_mask, batch.tgt_in)
-        loss, _ = self.token_loss(output.logits, batch.tgt_out)
-        self.log(f"{stage}/loss", loss, batch_size=len(batch), sync_dist=True)
-        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=beam)
-        for i, nbest in enumerate(hypotheses):
+        """The teacher-forced loss and a search, from one encoding of the batch."""
+        memory = self.encode(batch)
+        output = self.decoder(memory, batch.tgt_in)
+        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
+        hypotheses = self.search(memory, beam_size=beam)
+        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
             written = " ".join(self.vocabulary.decode(nbest[0].tokens))
             self._eval_outputs.append(
-                (int(batch.index[i]), batch.src_text[i], written, batch.tgt_text[i])
+                Parsed(int(batch.index[i]), loss, tokens, written, batch.tgt_text[i])
             )
 
     def _log_scores(self, stage: str) -> None:
+        """EVALB's figures of the trees as the model wrote them (its tags, or XX): punctuation
+        is decided by the gold tags, so the brackets score the same either way; a model that
+        writes tags also gets `tagging_accuracy`."""
+        outputs = self.gathered_outputs()
         golds, preds, repaired = [], [], 0
-        for _, _, written, gold_line in self.gathered_outputs():
-            gold = read_trees(gold_line)[0]
-            words, tags = zip(*gold.pos())
-            tree, repairs = tree_from_output(written.split(), words, tags)
+        for record in outputs:
+            gold = read_trees(record.gold)[0]
+            words = [word for word, tag in gold.pos() if tag != NONE_TAG]
+            tree, repairs = tree_from_output(record.written.split(), words)
             golds.append(gold)
             preds.append(tree)
             repaired += repairs > 0
         scores = score_corpus(golds, preds)
         # Every process holds the same, whole-split scores: syncing them changes nothing but
         # tells Lightning the epoch-level value is global.
+        self.log_loss(stage, outputs)
         self.log(f"{stage}/f1", scores.all.f1, prog_bar=True, sync_dist=True)
         self.log(f"{stage}/recall", scores.all.recall, sync_dist=True)
         self.log(f"{stage}/precision", scores.all.precision, sync_dist=True)
         self.log(f"{stage}/complete_match", scores.all.complete_match, sync_dist=True)
         self.log(f"{stage}/malformed", 100.0 * repaired / max(len(golds), 1), sync_dist=True)
+        if self.vocabulary.tags:
+            self.log(f"{stage}/tagging_accuracy", scores.all.tagging_accuracy, sync_dist=True)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate_batch(batch, "val", self.val_beam)
