@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 
@@ -163,6 +164,58 @@ def test_n_best_sorted_distinct_and_rescorable(case):
             torch.testing.assert_close(
                 hyp.attention, attention[: len(hyp.tokens), :valid], atol=1e-5, rtol=1e-5
             )
+
+
+def test_length_penalty_is_wu_et_al():
+    """lp(Y) = (5 + |Y|)^α / (5 + 1)^α (Wu et al. 2016, eq. 14), at values worked out by hand."""
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)
+    assert length_penalty(13, 0.5) == pytest.approx(math.sqrt(3.0))
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(25, 0.0) == 1.0
+
+
+def all_sequences(decoder, memory: Memory, row: int, words: list[int], limit: int):
+    """Every output of at most `limit` steps for input `row`, with its log-probability: the
+    finished ones (≤ limit − 1 words, then EOS) and the unfinished ones of `limit` words."""
+    outputs = []
+    for length in range(limit + 1):
+        prefixes = [list(p) for p in itertools.product(words, repeat=length)]
+        finished = length < limit
+        targets = torch.tensor([p + [EOS] if finished else p for p in prefixes])
+        if targets.size(1) == 0:
+            continue
+        tgt_in = torch.cat([torch.full((len(targets), 1), BOS), targets[:, :-1]], dim=1)
+        rows = memory.index_select(torch.full((len(targets),), row))
+        with torch.no_grad():
+            log_probs = decoder(rows, tgt_in).logits.log_softmax(-1)
+        scores = log_probs.gather(2, targets[:, :, None])[:, :, 0].sum(1)
+        outputs += [(p, float(v), finished) for p, v in zip(prefixes, scores)]
+    return outputs
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.8, 2.0])
+def test_wide_beam_finds_the_best_normalised_output_by_enumeration(alpha):
+    """With a beam wide enough to keep every prefix, beam search is exhaustive: its best
+    hypothesis is the best of all outputs by log p / ((5 + |Y|) / 6)^α, |Y| counting EOS, as
+    enumerating them gives, and its n-best are the next ones. The model can only write words
+    4, 5 and EOS (the other logits are −inf), so there are 3^4 + … outputs of 4 steps."""
+    encoder, decoder = make_model(**CASES["mixed"])
+    words, limit = [4, 5], 4
+    allowed = torch.full((VOCAB,), float("-inf"))
+    allowed[[*words, EOS]] = 0.0
+    decoder.inner.readout.out.bias.data += allowed  # only words and EOS have probability
+    memory = encode(encoder, *sources(lengths=[5, 2]))
+    results = beam_search(decoder, memory, BOS, EOS, limit, beam_size=16, alpha=alpha, n_best=5)
+    for row, nbest in enumerate(results):
+        ranked = sorted(
+            (
+                (score / ((5 + len(p) + finished) / 6) ** alpha, p, finished)
+                for p, score, finished in all_sequences(decoder, memory, row, words, limit)
+            ),
+            reverse=True,
+        )
+        assert [(h.tokens, h.finished) for h in nbest] == [(p, f) for _, p, f in ranked[:5]]
+        assert [h.score for h in nbest] == pytest.approx([v for v, _, _ in ranked[:5]], abs=1e-4)
 
 
 @pytest.mark.parametrize("case", ["mixed-seed0", "mixed-luong"])

@@ -23,7 +23,9 @@ class BahdanauDecoder(RNNDecoder):
         s_i = f(s_{i−1}, [E y_{i−1}; c_i])
         p(y_i | y_<i, x) ∝ exp(W_o maxout(U_o s_i + V_o E y_{i−1} + C_o c_i))
 
-    Only the recurrence is sequential: in the teacher-forced pass the deep output and the
+    The output reads the new state s_i, as eq. (4) g(y_{i−1}, s_i, c_i) and later toolkits
+    (dl4mt, Nematus) do; the paper's App. A.2.2 and its original code read s_{i−1}. Only the
+    recurrence is sequential: in the teacher-forced pass the deep output and the
     vocabulary projection run once over all T positions.
 
     Args:

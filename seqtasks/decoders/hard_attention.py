@@ -33,7 +33,7 @@ class HardAttentionDecoder(SoftAttentionDecoder):
     all added by the task from `DecoderOutput.choice_log_prob` (see `EncoderDecoderTask.objective`).
     As in the paper, each image uses the expected context Σ_i α_ti a_i instead of a sample
     with probability `expectation_probability` (those rows make no choice and are trained like
-    soft attention).
+    soft attention). The coin is tossed per image; the authors' code tosses one per batch.
 
     At test time (eval mode: validation, search, the apps) no location is sampled: the context
     is the expectation Σ_i α_ti a_i (`test_context="expectation"`, what the authors' sampler

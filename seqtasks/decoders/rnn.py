@@ -67,7 +67,7 @@ def _select_rows(hidden: Hidden, index: Tensor) -> Hidden:
 
 
 class MaxoutReadout(nn.Module):
-    """Deep output (Pascanu et al. 2014, as in Bahdanau et al. 2015 App. A):
+    """Deep output (Pascanu et al. 2014; the maxout of Bahdanau et al. 2015 App. A.2.2):
     t = maxout(W_t [inputs]) with pools of 2, then logits = W_o t."""
 
     def __init__(self, in_dim: int, readout_dim: int, vocab_size: int, dropout: float):
@@ -84,7 +84,8 @@ class MaxoutReadout(nn.Module):
 
 class RNNDecoder(Decoder):
     """Base of the recurrent decoders: target embeddings, an RNN stack initialised from the
-    memory summary (s_0 = tanh(W_s c), as Bahdanau et al. and Cho et al.), and `reorder`.
+    memory summary (s_0 = tanh(W_s c), as Cho et al.; Bahdanau et al. use the backward half
+    ←h_1 of c only), and `reorder`.
 
     Args:
         vocab_size: target vocabulary size V (given by the task, from the data).

@@ -21,8 +21,9 @@ class DeepOutput(nn.Module):
 
         p(y_t | a, y_<t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z ẑ_t))
 
-    with dropout on the sum (as in the authors' code). `context_dim` 0 leaves L_z ẑ out (the
-    no-attention control).
+    as printed, with dropout on the sum (the authors' code also puts a tanh on the sum before
+    the dropout; eq. 7 has none, and neither has this layer). `context_dim` 0 leaves L_z ẑ
+    out (the no-attention control).
     """
 
     def __init__(
