@@ -4,10 +4,10 @@ PY ?= .venv/bin/python
 .PHONY: test test-fast lint bench data
 
 test:            ## the whole suite, as CI runs it
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 test-fast:       ## unit tests only (skips the CLI / training integration tests)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n auto -m "not slow"
 
 lint:
 	.venv/bin/ruff check .
