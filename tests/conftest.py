@@ -157,3 +157,16 @@ def ptb_dir(tmp_path_factory) -> Path:
 def flickr8k_subset() -> Path:
     """The shared Flickr8k subset: 900 photos in images/ and captions.txt (5 captions each)."""
     return _require(Path(__file__).resolve().parents[2] / "shared/data/flickr8k_subset", "Flickr8k")
+
+
+def validate_counting_encodings(model, datamodule, monkeypatch) -> tuple[dict[str, float], int]:
+    """`Trainer.validate` of `model` in this process, and how many times its encoder ran."""
+    import lightning as L
+
+    calls = []
+    encode = model.encoder.forward
+    monkeypatch.setattr(model.encoder, "forward", lambda *a: calls.append(1) or encode(*a))
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    (metrics,) = trainer.validate(model, datamodule=datamodule, verbose=False)
+    monkeypatch.undo()
+    return metrics, len(calls)

@@ -9,6 +9,7 @@ import lightning as L
 import pytest
 import sacrebleu
 import torch
+from conftest import validate_counting_encodings
 
 from seqtasks.attention import GeneralAttention
 from seqtasks.data import TranslationData
@@ -220,13 +221,8 @@ def test_validation_scores_equal_scores_worked_out_another_way(
     its output."""
     _, model = trained_checkpoint
     data = TranslationData(str(toy_data_dir), max_tokens=300)
-    calls = []
-    encode = model.encoder.forward
-    monkeypatch.setattr(model.encoder, "forward", lambda *a: calls.append(1) or encode(*a))
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    (metrics,) = trainer.validate(model, datamodule=data, verbose=False)
-    assert len(calls) == len(data.val_dataloader())
-    monkeypatch.undo()
+    metrics, encodings = validate_counting_encodings(model, data, monkeypatch)
+    assert encodings == len(data.val_dataloader())
 
     src_lines = (toy_data_dir / "val.de").read_text(encoding="utf-8").splitlines()
     ref_lines = (toy_data_dir / "val.en").read_text(encoding="utf-8").splitlines()
