@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from seqtasks.arguments import positive_int
 from seqtasks.checkpoints import CheckpointError, average_checkpoints, read_checkpoint
 from seqtasks.files import open_atomic
 
@@ -31,12 +32,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", required=True, type=Path, help="the averaged checkpoint")
     parser.add_argument(
-        "--last", type=int, metavar="K", help="average only the K with the highest global step"
+        "--last",
+        type=positive_int,
+        metavar="K",
+        help="average only the K with the highest global step",
     )
-    args = parser.parse_args(argv)
-    if args.last is not None and args.last < 1:
-        parser.error("--last needs K >= 1")
-    return args
+    return parser.parse_args(argv)
 
 
 def expand(paths: list[Path]) -> list[Path]:

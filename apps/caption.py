@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from seqtasks.arguments import positive_int
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
 from seqtasks.data.captions import load_image
 from seqtasks.files import write_atomic
@@ -36,15 +37,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
     parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--beam", type=int, default=3, help="beam size; 1 = greedy")
+    parser.add_argument("--beam", type=positive_int, default=3, help="beam size; 1 = greedy")
     parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
-    parser.add_argument("--batch-size", type=int, default=16, help="images per batch")
+    parser.add_argument("--batch-size", type=positive_int, default=16, help="images per batch")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
-    args = parser.parse_args(argv)
-    if args.beam < 1 or args.batch_size < 1:
-        parser.error("need --beam >= 1 and --batch-size >= 1")
-    return args
+    return parser.parse_args(argv)
 
 
 def expand(inputs: list[Path]) -> list[Path]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nltk.tree import Tree, TreePrettyPrinter
 
+from seqtasks.arguments import positive_int
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
 from seqtasks.data.ptb_text import PTBTokenizer, escape_brackets
 from seqtasks.data.text import read_stdin_lines
@@ -37,13 +38,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--pretokenized", action="store_true", help="one sentence a line, tokens split by spaces"
     )
     parser.add_argument("--format", choices=["ptb", "pretty", "svg"], default="ptb")
-    parser.add_argument("--beam", type=int, default=10, help="beam size; 1 = greedy")
-    parser.add_argument("--max-words", type=int, default=400, help="longer sentences are skipped")
+    parser.add_argument("--beam", type=positive_int, default=10, help="beam size; 1 = greedy")
+    parser.add_argument(
+        "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
-    args = parser.parse_args(argv)
-    if args.beam < 1 or args.max_words < 1:
-        parser.error("need --beam >= 1 and --max-words >= 1")
-    return args
+    return parser.parse_args(argv)
 
 
 def render(tree: Tree, form: str) -> str:

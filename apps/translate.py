@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from seqtasks.arguments import positive_int
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.files import write_atomic
@@ -30,15 +31,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"
     )
     parser.add_argument("--output", type=Path, help="where to write (default: stdout)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
-    parser.add_argument("--n-best", type=int, default=1, help="print K hypotheses per line")
+    parser.add_argument("--beam", type=positive_int, default=5, help="beam size; 1 = greedy")
+    parser.add_argument("--n-best", type=positive_int, default=1, help="K hypotheses per line")
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
-    parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens per batch")
-    parser.add_argument("--max-length", type=int, default=250, help="longer sources are cut")
+    parser.add_argument(
+        "--max-tokens", type=positive_int, default=2000, help="source tokens per batch"
+    )
+    parser.add_argument(
+        "--max-length", type=positive_int, default=250, help="longer sources are cut"
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
     args = parser.parse_args(argv)
-    if args.beam < 1 or not 1 <= args.n_best <= args.beam:
-        parser.error("need --beam >= 1 and 1 <= --n-best <= --beam")
+    if args.n_best > args.beam:
+        parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")
     return args
 
 

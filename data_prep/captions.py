@@ -5,11 +5,14 @@
     python data_prep/captions.py --source dataset_flickr8k.json --images Flicker8k_Dataset \\
         --out data/flickr8k_karpathy
 
---source takes local paths or URLs (zip archives are unpacked): a folder with `captions.txt`
-(CSV image,caption: the Kaggle Flickr8k layout), a folder with `Flickr8k.token.txt` and the
-`Flickr_8k.{train,dev,test}Images.txt` split lists (the original Flickr8k text release), or a
-Karpathy split file (`dataset_flickr8k.json` …: images[].filename/filepath/split/
-sentences[].tokens). The images are found in --images, or beside the captions.
+--source takes local paths or https URLs (downloads are kept in OUT/.download, zip archives
+are unpacked there): a folder with `captions.txt` (CSV image,caption: the Kaggle Flickr8k
+layout), a folder with `Flickr8k.token.txt` and the `Flickr_8k.{train,dev,test}Images.txt`
+split lists (the original Flickr8k text release), or a Karpathy split file
+(`dataset_flickr8k.json` …: images[].filename/filepath/split/sentences[].tokens). The images
+are found in --images, or beside the captions; an image named outside that folder (an absolute
+path, or one with `..`) is refused. The default Flickr8k zips have no pinned sha256 yet: their
+download prints the sha256 found.
 
 Writes into --out: `images/` (copies), `captions.txt` and, when the source has splits,
 `splits.json`. Every file is written to a temporary name and renamed when complete.
@@ -23,12 +26,17 @@ import io
 import json
 import shutil
 import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 
-from seqtasks.data.captions import CaptionedImage, read_caption_folder, read_karpathy
+from seqtasks.data.captions import (
+    CaptionedImage,
+    check_image_name,
+    read_caption_folder,
+    read_karpathy,
+)
 from seqtasks.data.text import read_lines
+from seqtasks.downloads import download
 from seqtasks.files import open_atomic, temporary_path, write_atomic
 
 DEFAULT_SOURCE = [
@@ -36,6 +44,9 @@ DEFAULT_SOURCE = [
     "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_text.zip",
 ]
 FLICKR8K_SPLITS = {"train": "trainImages", "val": "devImages", "test": "testImages"}
+# Pinned checksums of known sources, by URL. None yet for the Flickr8k release zips above: no
+# copy of them was at hand to hash, and a checksum is pinned only from the file itself.
+SHA256: dict[str, str] = {}
 
 
 def fetch(source: str, downloads: Path) -> Path:
@@ -45,12 +56,7 @@ def fetch(source: str, downloads: Path) -> Path:
         if not path.exists():
             raise FileNotFoundError(f"no such source: {path}")
         return path
-    target = downloads / source.rstrip("/").rsplit("/", 1)[-1]
-    if not target.exists():
-        print(f"downloading {source}", file=sys.stderr)
-        downloads.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(source, timeout=60) as response, open_atomic(target) as f:
-            shutil.copyfileobj(response, f)
+    target = download(source, downloads, SHA256.get(source))
     if target.suffix != ".zip":
         return target
     unpacked = target.with_suffix("")
@@ -86,6 +92,7 @@ def read_flickr8k_text(token_file: Path, images: Path) -> list[CaptionedImage]:
         if "\t" not in line:
             raise ValueError(f"{token_file}:{number}: expected 'image#n<TAB>caption', got {line!r}")
         key, caption = line.split("\t", 1)
+        check_image_name(key.split("#")[0], f"{token_file}:{number}")
         captions.setdefault(key.split("#")[0], []).append(caption.strip())
     splits = {}
     for split, stem in FLICKR8K_SPLITS.items():
@@ -112,6 +119,19 @@ def gather(roots: list[Path], images: Path | None) -> list[CaptionedImage]:
     raise FileNotFoundError(f"no captions.txt, Flickr8k.token.txt or .json in {roots}")
 
 
+def check_distinct_names(captioned: list[CaptionedImage]) -> None:
+    """Refuse sources in which two different images have one file name (in two subfolders of a
+    Karpathy file): copied into one `images/` folder, one would take the other's captions."""
+    seen: dict[str, Path] = {}
+    for image in captioned:
+        first = seen.setdefault(image.name, image.path)
+        if first != image.path:
+            raise ValueError(
+                f"two images would both be written as images/{image.name}: {first} and "
+                f"{image.path}; rename one of them"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", nargs="+", default=DEFAULT_SOURCE, help="paths or URLs")
@@ -124,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = [image.path for image in captioned if not image.path.is_file()]
         if missing:
             raise FileNotFoundError(f"{len(missing)} images are missing, e.g. {missing[0]}")
+        check_distinct_names(captioned)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -134,10 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     writer.writerow(["image", "caption"])
     splits: dict[str, list[str]] = {}
     for image in captioned:
-        target = args.out / "images" / image.name
-        if not target.exists():
-            with open(image.path, "rb") as original, open_atomic(target) as f:
-                shutil.copyfileobj(original, f)
+        # Copied even when the name is there already: it may be another source's image.
+        with open(image.path, "rb") as original, open_atomic(args.out / "images" / image.name) as f:
+            shutil.copyfileobj(original, f)
         writer.writerows([image.name, caption] for caption in image.captions)
         if image.split is not None:
             splits.setdefault(image.split, []).append(image.name)

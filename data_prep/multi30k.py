@@ -3,6 +3,10 @@
     python data_prep/multi30k.py                                  # from the public repository
     python data_prep/multi30k.py --source ../shared/data/multi30k # from a local copy
 
+The default source is the multi30k/dataset repository at a fixed commit, and every file of it
+this script can fetch (train, val, test_2016_flickr in cs, de, en, fr) has a pinned sha256: a
+download that differs is refused. Downloads are https only and kept in OUT/.download.
+
 Writes to --out (default data/multi30k): `{train,val,test_2016_flickr}.{lang}` as plain UTF-8
 text, one sentence a line, and `spm.{lang}.model` for each language, what `TranslationData`
 reads. Nothing is written before every file has been read and checked (UTF-8, the same line
@@ -15,22 +19,50 @@ from __future__ import annotations
 import argparse
 import gzip
 import sys
-import urllib.request
+import zlib
 from pathlib import Path
 
+from seqtasks.arguments import positive_int
 from seqtasks.data.text import decode_lines
 from seqtasks.data.tokenizer import train_sentencepiece
+from seqtasks.downloads import download
 from seqtasks.files import write_atomic
 
-DEFAULT_SOURCE = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+DEFAULT_SOURCE = (
+    "https://raw.githubusercontent.com/multi30k/dataset/"
+    "a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw"
+)
 SPLITS = ("train", "val", "test_2016_flickr")
+# `sha256sum` of the git blobs of multi30k/dataset at that commit; de, en and fr are byte for
+# byte the copies in ../shared/data/multi30k.
+SHA256 = {
+    f"{DEFAULT_SOURCE}/{name}": digest
+    for digest, name in map(
+        str.split,
+        """
+a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077  train.cs.gz
+726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6  train.de.gz
+d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f  train.en.gz
+622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c  train.fr.gz
+b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc  val.cs.gz
+f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a  val.de.gz
+14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28  val.en.gz
+ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9  val.fr.gz
+200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1  test_2016_flickr.cs.gz
+9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8  test_2016_flickr.de.gz
+611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9  test_2016_flickr.en.gz
+6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90  test_2016_flickr.fr.gz
+""".strip().splitlines(),
+    )
+}
 
 
-def fetch(source: str, name: str) -> bytes:
-    """The bytes of `name` (or `name`.gz, decompressed) from a URL prefix or a folder."""
-    if source.startswith(("http://", "https://")):
-        with urllib.request.urlopen(f"{source.rstrip('/')}/{name}.gz", timeout=60) as response:
-            return gzip.decompress(response.read())
+def fetch(source: str, name: str, cache: Path) -> bytes:
+    """The bytes of `name` (or `name`.gz, decompressed) from a URL prefix (downloaded into
+    `cache`) or a folder."""
+    if "://" in source:
+        url = f"{source.rstrip('/')}/{name}.gz"
+        return gzip.decompress(download(url, cache, SHA256.get(url)).read_bytes())
     folder = Path(source)
     for candidate, unzip in ((folder / f"{name}.gz", True), (folder / name, False)):
         if candidate.is_file():
@@ -44,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", default=DEFAULT_SOURCE, help="URL prefix or local folder")
     parser.add_argument("--out", default="data/multi30k", type=Path)
     parser.add_argument("--langs", nargs="+", default=["de", "en"])
-    parser.add_argument("--vocab-size", type=int, default=6000, help="per language, or joint")
+    parser.add_argument(
+        "--vocab-size", type=positive_int, default=6000, help="per language, or joint"
+    )
     parser.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
     parser.add_argument("--joint", action="store_true", help="one model shared by all languages")
     args = parser.parse_args(argv)
@@ -54,8 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         for lang in args.langs:
             name = f"{split}.{lang}"
             try:
-                data = fetch(args.source, name)
-            except (OSError, ValueError) as error:
+                data = fetch(args.source, name, args.out / ".download")
+            except (OSError, ValueError, EOFError, zlib.error) as error:
                 sys.exit(f"error: cannot read {name} from {args.source}: {error}")
             try:
                 lines = decode_lines(data, f"{args.source.rstrip('/')}/{name}")

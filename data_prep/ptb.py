@@ -4,7 +4,9 @@
     python data_prep/ptb.py --source ../shared/data/ptb_sample  # a local copy of the sample
     python data_prep/ptb.py --source /corpora/LDC99T42/parsed/mrg/wsj   # the full treebank
 
---source is a URL or path of a zip file, or a folder searched recursively for `wsj_*.mrg`. The
+--source is an https URL or path of a zip file, or a folder searched recursively for
+`wsj_*.mrg`. The default, NLTK's treebank.zip at a fixed commit of nltk/nltk_data, has a pinned
+sha256 (a download that differs is refused); downloads are kept in OUT/.download. The
 full treebank (sections 00–24, wsj_SSNN.mrg) gets the standard split: sections 02–21 train,
 22 dev, 23 test. The NLTK sample (wsj_0001–wsj_0199, sections 00–01 only) gets wsj_0001–0159
 train, wsj_0160–0179 dev, wsj_0180–0199 test (the shared copy stops at wsj_0179: no test).
@@ -19,29 +21,33 @@ per line, which `ParsingData` reads and `apps/evaluate.py parsing --gold` scores
 from __future__ import annotations
 
 import argparse
-import io
 import re
 import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 
+from seqtasks.downloads import download
 from seqtasks.files import write_atomic
 from seqtasks.trees import TreebankError, clean_tree, decode_trees, to_line
 
 DEFAULT_SOURCE = (
-    "https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/treebank.zip"
+    "https://raw.githubusercontent.com/nltk/nltk_data/"
+    "5db857e6f7df11eabb5e5665836db9ec8df07e28/packages/corpora/treebank.zip"
 )
+# `sha256sum` of the git blob at that commit; its treebank/combined/wsj_0001-0179.mrg are byte
+# for byte the files in ../shared/data/ptb_sample.
+SHA256 = {DEFAULT_SOURCE: "9da92d76c3666cfb6cddeaed0f7e86b344cce0f0928a286d439e555f19c37399"}
 FILE_NAME = re.compile(r"wsj_(\d{2})(\d{2})\.mrg$")
 STANDARD = {"train": range(2, 22), "dev": range(22, 23), "test": range(23, 24)}  # sections
 SAMPLE = {"train": range(1, 160), "dev": range(160, 180), "test": range(180, 200)}  # files
 
 
-def fetch(source: str) -> dict[str, bytes]:
-    """The `wsj_*.mrg` files under a zip URL, a zip file or a folder: {path: bytes}."""
-    if source.startswith(("http://", "https://")):
-        with urllib.request.urlopen(source, timeout=120) as response:
-            return _from_zip(zipfile.ZipFile(io.BytesIO(response.read())))
+def fetch(source: str, cache: Path) -> dict[str, bytes]:
+    """The `wsj_*.mrg` files under a zip URL (downloaded into `cache`), a zip file or a folder:
+    {path: bytes}."""
+    if "://" in source:
+        with zipfile.ZipFile(download(source, cache, SHA256.get(source))) as archive:
+            return _from_zip(archive)
     path = Path(source)
     if path.is_file() and zipfile.is_zipfile(path):
         return _from_zip(zipfile.ZipFile(path))
@@ -71,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     try:
-        files = fetch(args.source)
-    except (OSError, zipfile.BadZipFile) as error:
+        files = fetch(args.source, args.out / ".download")
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
         sys.exit(f"error: cannot read {args.source}: {error}")
     if not files:
         sys.exit(f"error: no wsj_*.mrg files in {args.source}")

@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from seqtasks.arguments import non_negative_int, positive_int
 from seqtasks.data.shapes import LEVELS, write_world
 
 
@@ -25,17 +26,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("data/shapes"))
     parser.add_argument("--level", type=int, choices=sorted(LEVELS), default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=int, default=10000, help="training images")
-    parser.add_argument("--val", type=int, default=500)
-    parser.add_argument("--test", type=int, default=500)
-    parser.add_argument("--holdout", type=int, default=500, help="compositional hold-out images")
+    parser.add_argument("--train", type=non_negative_int, default=10000, help="training images")
+    parser.add_argument("--val", type=non_negative_int, default=500)
+    parser.add_argument("--test", type=non_negative_int, default=500)
+    parser.add_argument(
+        "--holdout", type=non_negative_int, default=500, help="compositional hold-out images"
+    )
     knobs = parser.add_argument_group("knobs (override the level's)")
-    knobs.add_argument("--min-objects", type=int)
-    knobs.add_argument("--max-objects", type=int)
+    knobs.add_argument("--min-objects", type=positive_int)
+    knobs.add_argument("--max-objects", type=positive_int)
     knobs.add_argument("--relations", action=argparse.BooleanOptionalAction)
     knobs.add_argument("--distractors", action=argparse.BooleanOptionalAction)
     knobs.add_argument("--sizes", action=argparse.BooleanOptionalAction)
-    knobs.add_argument("--image-size", type=int)
+    knobs.add_argument("--image-size", type=positive_int)
     knobs.add_argument("--noise", type=float)
     knobs.add_argument("--holdout-pairs", nargs="*", help='colour–shape pairs, e.g. "red square"')
     args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from seqtasks.arguments import positive_int
 from seqtasks.data.shards import write_shards
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 
@@ -43,12 +44,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--langs", nargs=2, default=["de", "en"], metavar=("SRC", "TGT"))
     parser.add_argument("--models", type=Path, help="folder of spm.{lang}.model (default: source)")
     parser.add_argument("--out", type=Path, help="shard folder (default: MODELS/shards)")
-    parser.add_argument("--shard-size", type=int, default=1_000_000, help="pairs per shard")
-    parser.add_argument("--max-length", type=int, default=100, help="subwords per side at most")
-    parser.add_argument("--threads", type=int, default=1, help="sentencepiece encoding threads")
+    parser.add_argument(
+        "--shard-size", type=positive_int, default=1_000_000, help="pairs per shard"
+    )
+    parser.add_argument(
+        "--max-length", type=positive_int, default=100, help="subwords per side at most"
+    )
+    parser.add_argument(
+        "--threads", type=positive_int, default=1, help="sentencepiece encoding threads"
+    )
     args = parser.parse_args(argv)
-    if args.shard_size < 1 or args.max_length < 1 or args.threads < 1:
-        parser.error("--shard-size, --max-length and --threads must be positive")
     models = args.models or args.source
     out = args.out or models / "shards"
 

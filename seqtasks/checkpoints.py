@@ -3,7 +3,7 @@ keeping the latest one to resume from, and averaging the weights of several."""
 
 from __future__ import annotations
 
-import pickle
+import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,24 +17,94 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch import Tensor
 
-from seqtasks.files import open_atomic
+from seqtasks.files import open_atomic, remove_stale_temporaries
 
 T = TypeVar("T", bound=L.LightningModule)
 
 
-class CheckpointError(Exception):
+class CheckpointError(ValueError):
     """A checkpoint that is missing, unreadable, of another task, or unlike its peers."""
+
+
+def _why_unreadable(path: Path, error: Exception) -> str:
+    """What is wrong with a file `torch.load` failed on, in words: PyTorch's own message for a
+    damaged file is an internal error, or an unrelated one (IndexError, struct.error …) when it
+    reads random bytes as a pickle."""
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty (0 bytes): was its writing or download cut short?"
+    with open(path, "rb") as f:
+        start = f.read(4)
+    if start != b"PK\x03\x04":
+        return (
+            f"it is not the zip archive torch.save writes (it starts with bytes {start.hex(' ')}) "
+            f"and cannot be read as an older PyTorch file ({type(error).__name__})"
+        )
+    if not zipfile.is_zipfile(path):
+        return (
+            f"the zip archive ends after {size} bytes without its table of contents: was its "
+            "writing or download cut short?"
+        )
+    refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(error))
+    if refused:
+        return (
+            f"it holds a {refused[1]} object, which loading with weights_only refuses; seqtasks "
+            "checkpoints hold only tensors and plain Python values (docs/bad_input.md)"
+        )
+    missing = re.search(r'failed locating file ([^\s:]+)|hasRecord\("([^"]+)"\)', str(error))
+    if missing:
+        return f"the zip archive lacks its entry {missing[1] or missing[2]!r}"
+    return _damaged_entry(path) or (
+        f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no details'}"
+    )
+
+
+def _damaged_entry(path: Path) -> str | None:
+    """Which entry of the zip archive at `path` fails its CRC check, in words, or None.
+    PyTorch does not check: a flipped bit in a tensor's data loads as a wrong weight."""
+    with zipfile.ZipFile(path) as archive:
+        damaged = archive.testzip()
+    if damaged is None:
+        return None
+    return (
+        f"the zip archive's entry {damaged!r} does not match its CRC: the file changed after it "
+        "was written (a damaged disk or transfer?)"
+    )
+
+
+def _check_entries(path: Path) -> None:
+    """Raise a `CheckpointError` if a zip checkpoint that loaded holds a damaged entry."""
+    damaged = _damaged_entry(path) if zipfile.is_zipfile(path) else None
+    if damaged:
+        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint: {damaged}")
+
+
+def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
+    """What `torch.load` reads from the file `path`, on the CPU; `weights_only` builds nothing
+    but tensors and plain values (None: PyTorch's default, which is True since 2.6).
+
+    Raises:
+        CheckpointError: naming the file and what is wrong with it, whatever `torch.load`
+            raised (random bytes make its unpickler fail in many ways), and also when it read
+            an archive one of whose entries fails its CRC check.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no such checkpoint: {path}")
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as error:  # any: see the docstring
+        raise CheckpointError(
+            f"{path} is not a readable PyTorch checkpoint: {_why_unreadable(path, error)}"
+        ) from None
+    _check_entries(path)
+    return loaded
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """A seqtasks checkpoint as a dict, read without unpickling code (`weights_only`)."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no such checkpoint: {path}")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
-        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({e})") from None
+    checkpoint = torch_load(path)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no state_dict)")
     stored = checkpoint.get("seqtasks")
@@ -52,14 +122,14 @@ def stored_entries(checkpoint: dict[str, Any], task: str, keys: Sequence[str]) -
     """What a `task` checkpoint keeps beside its weights (tokenisers, vocabularies), by `keys`.
 
     Raises:
-        ValueError: naming the task found, or the entries that are missing.
+        CheckpointError: naming the task found, or the entries that are missing.
     """
     stored = checkpoint.get("seqtasks", {})
     if stored.get("task") != task:
-        raise ValueError(f"not a {task} checkpoint (task: {stored.get('task', 'unknown')})")
+        raise CheckpointError(f"not a {task} checkpoint (task: {stored.get('task', 'unknown')})")
     missing = [key for key in keys if key not in stored]
     if missing:
-        raise ValueError(
+        raise CheckpointError(
             f"this {task} checkpoint lacks {', '.join(missing)}: without them the model cannot "
             "read or write text"
         )
@@ -75,6 +145,12 @@ def load_task(path: str | Path, task_class: type[T], task: str, device: str = "c
         model = task_class.load_from_checkpoint(path, map_location=device)
     except ValueError as error:  # from the task's on_load_checkpoint
         raise CheckpointError(f"{path}: {error}") from None
+    except (RuntimeError, KeyError, TypeError, ImportError, AttributeError) as error:
+        details = " ".join(str(error).split())  # load_state_dict lists keys over many lines
+        raise CheckpointError(
+            f"{path}: cannot build the {task} model it describes ({type(error).__name__}: "
+            f"{details[:300]})"
+        ) from None
     return model.eval()
 
 
@@ -94,17 +170,44 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     temporary folder; moving it into place is a rename only when that folder shares a file
     system with the checkpoint, and otherwise a copy over the old file that a kill cuts short.
     Remote paths (s3://, gs://, …) keep Lightning's writer: object stores replace whole objects.
+    Reading a local checkpoint that is damaged raises a `CheckpointError` that says how.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cleaned: set[Path] = set()
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
     ) -> None:
+        """Write `checkpoint` to `path` atomically; before the first write into a folder,
+        remove the temporary files that killed runs left there."""
         fs, local_path = url_to_fs(str(path))
         if storage_options is not None or not isinstance(fs, LocalFileSystem):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
+        folder = Path(local_path).parent
+        if folder not in self._cleaned:
+            remove_stale_temporaries(folder)
+            self._cleaned.add(folder)
         with open_atomic(local_path) as f:
             torch.save(checkpoint, f)
+
+    def load_checkpoint(
+        self, path: str | Path, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """Lightning's loading, except that a local file that cannot be read, or one with a
+        damaged entry, raises a `CheckpointError` naming it and what is wrong (`torch_load`)."""
+        fs, local_path = url_to_fs(str(path))
+        try:
+            checkpoint = super().load_checkpoint(path, map_location, weights_only)
+        except Exception:  # any: if the file is at fault, torch_load says how
+            if isinstance(fs, LocalFileSystem):
+                torch_load(local_path, weights_only)
+            raise
+        if isinstance(fs, LocalFileSystem):
+            _check_entries(Path(local_path))
+        return checkpoint
 
 
 class LastCheckpoint(ModelCheckpoint):

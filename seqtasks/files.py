@@ -1,31 +1,56 @@
 """Writing files atomically: a crash or a full disk never leaves a truncated file where a good
-one stood, because the data goes to a temporary file beside it that is renamed when complete."""
+one stood, because the data goes to a temporary file beside it that is renamed when complete.
+
+Temporary files are hidden (`.NAME.HOST-PID.tmp`), name the process that writes them, and do not
+end in the target's suffix, so a glob for `*.ckpt` or `*.png` never finds one; those a killed
+process left behind are removed by `remove_stale_temporaries`.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+# `.NAME.HOST-PID.tmp`, followed by NAME's suffix when written by `temporary_path`; and the
+# `.NAME.PID.tmp.SUFFIX` that versions before this one wrote (a glob for `*.SUFFIX` sees those).
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.tmp(\.\w+)?$")
+_OLD_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(?P<suffix>\.\w+)$")
+
+
+def _host() -> str:
+    """This machine's name as it appears in temporary file names (letters, digits, dashes)."""
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "localhost"
+
+
+def _temporary_name(path: Path) -> str:
+    return f".{path.name}.{_host()}-{os.getpid()}.tmp"
+
 
 def temporary_path(path: Path) -> Path:
-    """A hidden sibling of `path` (same folder, so the rename is atomic; same suffix)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+    """A hidden sibling of `path` to write and then rename into place (same folder, so the
+    rename is atomic), ending in `path`'s suffix for writers that pick a format from it
+    (matplotlib's `savefig`): `.NAME.HOST-PID.tmp.SUFFIX`."""
+    return path.with_name(_temporary_name(path) + path.suffix)
 
 
 @contextmanager
 def open_atomic(path: str | Path) -> Iterator[BinaryIO]:
     """A binary file to write that becomes `path` when the block ends without an error.
 
-    The data goes to `temporary_path(path)`, is flushed to the disk, and replaces `path` in one
-    rename. If the block raises, `path` is left as it was and the temporary file is removed; a
-    process killed while writing leaves `path` intact and at most a hidden temporary sibling.
+    The data goes to a hidden sibling, `.NAME.HOST-PID.tmp` (no suffix: a glob for `*.ckpt`
+    does not see it), is flushed to the disk, and replaces `path` in one rename. If the block
+    raises, `path` is left as it was and the temporary file is removed; a process killed while
+    writing leaves `path` intact and at most that sibling, which `remove_stale_temporaries`
+    removes later.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_path(path)
+    tmp = path.with_name(_temporary_name(path))
     try:
         with open(tmp, "wb") as f:
             yield f
@@ -41,3 +66,35 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     with open_atomic(path) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
     return Path(path)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        pass
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the temporary files in `folder` that a process of this machine, no longer
+    running, left when it was killed mid-write; return them. Temporaries of running
+    processes, and of other machines sharing the folder, are kept."""
+    folder, host, removed = Path(folder), _host(), []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        match = _TEMPORARY.match(path.name)
+        if match is None:
+            match = _OLD_TEMPORARY.match(path.name)
+            if match is None or not match["name"].endswith(match["suffix"]):
+                continue
+        elif match["host"] != host:
+            continue
+        if path.is_file() and not _running(int(match["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,15 +49,40 @@ def load_image(path: str | Path, size: int) -> Tensor:
     """(3, size, size) RGB in [0, 1]: the whole image resized to a square, aspect ignored.
 
     Raises:
-        OSError: naming the file, when it is missing or not an image PIL can read.
+        OSError: naming the file, when it is missing or not an image PIL can read; Pillow's
+            decoders raise SyntaxError (a PNG chunk), struct.error, IndexError … on damaged files.
     """
     try:
         with Image.open(path) as image:
             rgb = image.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
-    except (OSError, ValueError, Image.DecompressionBombError) as error:
+    except (
+        OSError,
+        ValueError,
+        SyntaxError,
+        struct.error,
+        IndexError,
+        TypeError,
+        EOFError,
+        Image.DecompressionBombError,
+    ) as error:
         raise OSError(f"cannot read image {path}: {error}") from None
     pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
     return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
+
+
+def check_image_name(name: str, where: str) -> None:
+    """Refuse an image name of a caption source that is not a path inside the image folder.
+
+    Raises:
+        ValueError: naming `where` (file and line, or entry) if `name` is absolute or climbs out
+            with `..`: a caption source may make its readers read only files inside the folder.
+    """
+    relative = Path(name)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        raise ValueError(
+            f"{where}: image {name!r} is not inside the image folder (only files inside it are "
+            "read)"
+        )
 
 
 def _image_folder(root: Path, first: Path) -> Path:
@@ -93,6 +119,7 @@ def read_caption_folder(folder: Path, image_dir: Path | None = None) -> list[Cap
         elif len(row) != 2:
             raise ValueError(f"{table}:{reader.line_num}: expected 'image,caption', got {row!r}")
         else:
+            check_image_name(row[0].strip(), f"{table}:{reader.line_num}")
             by_image.setdefault(row[0].strip(), []).append(row[1].strip())
     if blank:
         log.warning("%s: skipped %d blank lines", table, blank)
@@ -130,6 +157,7 @@ def read_karpathy(path: Path, image_dir: Path | None = None) -> list[CaptionedIm
     for number, entry in enumerate(entries):
         try:
             relative = Path(entry.get("filepath", "")) / entry["filename"]
+            check_image_name(str(relative), f"{path}: images[{number}]")
             captions = [" ".join(sentence["tokens"]) for sentence in entry["sentences"]]
             split = "train" if entry["split"] == "restval" else entry["split"]
         except (KeyError, TypeError, AttributeError) as error:
