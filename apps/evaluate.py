@@ -15,11 +15,13 @@ every checkpoint's under "models").
 
 Parsing prints EVALB's summary (COLLINS.prm conventions, see `seqtasks.metrics.parseval`) for
 a file of predicted trees (one per line or spread over lines), or for a checkpoint that parses
-the gold trees' words (traces left out) and keeps the gold tags on its trees, so that only the
-predicted structure is scored; then F1 by sentence length and, for a checkpoint, the share of
-outputs that had to be repaired (`malformed`, 0 with constrained decoding). With --json the
-last line is one JSON object: recall, precision, f1, f1_le40, complete_match, matched, gold,
-test (bracket counts), sentences, errors, …
+the gold trees' words (traces left out), with the preterminals the model writes: POS tags, or
+XX as in Vinyals et al. The punctuation EVALB deletes is decided by the gold tags, so the
+brackets score the same either way, and the report says which it was (tagging accuracy only
+for tags). Then F1 by sentence length and, for a checkpoint, the share of outputs that had to
+be repaired (`malformed`, 0 with constrained decoding). With --json the last line is one JSON
+object: recall, precision, f1, f1_le40, complete_match, preterminals, matched, gold, test
+(bracket counts), sentences, errors, …
 
     python apps/evaluate.py captioning --checkpoint best.ckpt --source data/flickr8k --split test
     python apps/evaluate.py captioning --checkpoint best.ckpt --source data/shapes --split holdout
@@ -29,7 +31,9 @@ Captioning prints corpus BLEU-1…4 and CIDEr-D on the coco-caption conventions 
 world exact match, truthfulness and the attention hit rate (`seqtasks.metrics.shapes`). With
 --nearest-neighbour it also scores the baseline that gives each image the first training caption
 of the training image whose pooled backbone feature is most similar (cosine). With --json the
-last line is one JSON object: bleu1…bleu4, cider, meteor, images, …
+last line is one JSON object: bleu1…bleu4, cider, meteor, images, images_unreadable, … An image
+that cannot be read is named on stderr and the others are scored: the first line of the report
+then says that the scores cover only part of the split, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from seqtasks.arguments import non_negative_int, positive_int, text_file
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
 from seqtasks.data.captions import (
     TEST_IMAGES,
@@ -52,6 +57,7 @@ from seqtasks.data.captions import (
 )
 from seqtasks.data.text import read_parallel
 from seqtasks.files import write_atomic
+from seqtasks.linearisation import XX
 from seqtasks.metrics import parseval
 from seqtasks.metrics.bleu import bleu_by_source_length, score_corpus
 from seqtasks.metrics.captioning import score_captions
@@ -61,6 +67,18 @@ from seqtasks.tasks.captioning import CaptioningTask
 from seqtasks.tasks.parsing import ParsingTask
 from seqtasks.tasks.translation import TranslationTask
 from seqtasks.trees import NONE_TAG, TreebankError, read_treebank, to_line
+
+
+def output_paths(output: Path, checkpoints: list[Path]) -> list[Path]:
+    """Where each checkpoint's translations go: `output` itself for one checkpoint; for several,
+    `output` with the checkpoint's name before its suffix (hyp.txt -> hyp.best.txt), numbered by
+    position when names repeat (two runs' last.ckpt: hyp.1-last.txt, hyp.2-last.txt)."""
+    if len(checkpoints) == 1:
+        return [output]
+    stems = [path.stem for path in checkpoints]
+    if len(set(stems)) < len(stems):
+        stems = [f"{i}-{stem}" for i, stem in enumerate(stems, start=1)]
+    return [output.with_name(f"{output.stem}.{stem}{output.suffix}") for stem in stems]
 
 
 def evaluate_translation(args: argparse.Namespace) -> int:
@@ -76,19 +94,21 @@ def evaluate_translation(args: argparse.Namespace) -> int:
 
     stems = [path.stem for path, _ in models]
     unique = len(set(stems)) == len(stems)
+    outputs = output_paths(args.output, args.checkpoint) if args.output else []
     reports, curves = [], {}
-    for path, model in models:
+    for number, (path, model) in enumerate(models):
         results = model.translate(sources, beam_size=args.beam, max_tokens=args.max_tokens)
         hypotheses = [nbest[0].text for nbest in results]
-        if args.output:
-            out = args.output if len(models) == 1 else args.output.with_suffix(f".{path.stem}")
-            write_atomic(out, "".join(h + "\n" for h in hypotheses))
+        if outputs:
+            write_atomic(outputs[number], "".join(h + "\n" for h in hypotheses))
         scores = score_corpus(hypotheses, references)
         lowercase = score_corpus(hypotheses, references, lowercase=True)
         buckets = bleu_by_source_length(sources, hypotheses, references, args.buckets)
         name = path.stem if unique else str(path)
         curves[name] = [(b.label, b.bleu) for b in buckets]
         print(f"== {path} (beam {args.beam}, {scores.sentences} sentences)")
+        if outputs:
+            print(f"translations written to {outputs[number]}")
         print(f"BLEU = {scores.bleu:.2f}   {scores.bleu_signature}")
         print(f"chrF = {scores.chrf:.2f}   {scores.chrf_signature}")
         print(f"BLEU lower-cased = {lowercase.bleu:.2f}")
@@ -107,6 +127,7 @@ def evaluate_translation(args: argparse.Namespace) -> int:
                 "beam": args.beam,
                 "by_length": [asdict(b) for b in buckets],
             }
+            | ({"output": str(outputs[number])} if outputs else {})
         )
     if args.length_plot:
         print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
@@ -135,10 +156,8 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
         report["pred_file"] = str(args.pred)
         malformed = None
     else:
-        leaves = [[(w, t) for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
-        words = [[w for w, _ in pairs] for pairs in leaves]
-        tags = [[t for _, t in pairs] for pairs in leaves]
-        parses = model.parse(words, beam_size=args.beam, tags=tags)
+        words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
+        parses = model.parse(words, beam_size=args.beam)
         preds = [p.tree for p in parses]
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
         report |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
@@ -147,7 +166,9 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
 
     scores = parseval.score_corpus(golds, preds)
     buckets = parseval.f1_by_length(scores, args.buckets)
+    tagged = any(tag != XX for tree in preds if tree is not None for _, tag in tree.pos())
     print(parseval.summary(scores))
+    print(f"\nPreterminals written = {'POS tags' if tagged else 'XX (no tagging accuracy)'}")
     if malformed is not None:
         print(f"\nMalformed output (repaired) = {malformed:6.2f} %")
     print("\nsentence length   sentences      F1")
@@ -159,7 +180,8 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
         "precision": every.precision,
         "f1": every.f1,
         "complete_match": every.complete_match,
-        "tagging_accuracy": every.tagging_accuracy,
+        "preterminals": "tags" if tagged else "XX",
+        "tagging_accuracy": every.tagging_accuracy if tagged else None,
         "matched": every.matched,
         "gold": every.gold,
         "test": every.test,
@@ -180,12 +202,19 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
     return 0
 
 
-def _images(
-    model: CaptioningTask, images: list[CaptionedImage], start: int, size: int
-) -> torch.Tensor:
-    """(B, 3, S, S) the images start … start + size at the model's image size."""
-    chunk = images[start : start + size]
-    return torch.stack([load_image(image.path, model.image_size) for image in chunk])
+def read_images(
+    model: CaptioningTask, images: list[CaptionedImage]
+) -> tuple[list[CaptionedImage], torch.Tensor | None, dict[Path, str]]:
+    """The `images` that can be read, (B, 3, S, S) their pixels at the model's image size (None
+    if there are none), and for each image that cannot be read, a message naming it."""
+    readable, pixels, errors = [], [], {}
+    for image in images:
+        try:
+            pixels.append(load_image(image.path, model.image_size))
+            readable.append(image)
+        except OSError as error:
+            errors[image.path] = str(error)
+    return readable, torch.stack(pixels) if pixels else None, errors
 
 
 @torch.no_grad()
@@ -193,46 +222,79 @@ def nearest_neighbour(
     model: CaptioningTask, train: list[CaptionedImage], test: list[CaptionedImage], batch: int
 ) -> list[str]:
     """For each test image, the first caption of the training image whose pooled backbone
-    feature (the feature map averaged over the grid) is most similar by cosine."""
+    feature (the feature map averaged over the grid) is most similar by cosine. Training images
+    that cannot be read are left out of the candidates, with a warning naming each."""
 
-    def pooled(images: list[CaptionedImage]) -> torch.Tensor:
-        features = [
-            model.encoder.extract(_images(model, images, i, batch).to(model.device)).mean((2, 3))
-            for i in range(0, len(images), batch)
-        ]
-        return torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
+    def pooled(images: list[CaptionedImage]) -> tuple[list[CaptionedImage], torch.Tensor]:
+        kept, features = [], []
+        for start in range(0, len(images), batch):
+            readable, pixels, errors = read_images(model, images[start : start + batch])
+            for error in errors.values():
+                print(f"warning: nearest-neighbour baseline: {error}; left out", file=sys.stderr)
+            if pixels is not None:
+                kept += readable
+                features.append(model.encoder.extract(pixels.to(model.device)).mean((2, 3)))
+        if not kept:
+            raise ValueError("none of the training images can be read for the baseline")
+        return kept, torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
 
-    nearest = (pooled(test) @ pooled(train).T).argmax(dim=1).tolist()
-    return [train[j].captions[0] for j in nearest]
+    candidates, train_features = pooled(train)
+    _, test_features = pooled(test)
+    nearest = (test_features @ train_features.T).argmax(dim=1).tolist()
+    return [candidates[j].captions[0] for j in nearest]
 
 
 def evaluate_captioning(args: argparse.Namespace) -> int:
+    """Score the captions of every image of the split that can be read. An image that cannot
+    is named on stderr and left out: the scores then cover only the rest, which the report says
+    on its first line and in its JSON (`images_unreadable`), and the exit status is 1."""
     try:
         model = load_task(args.checkpoint, CaptioningTask, "captioning", args.device)
         splits = read_captions(args.source, args.image_dir, args.val_images, args.test_images)
         if args.split not in splits:
             raise ValueError(f"{args.source} has no split '{args.split}' (it has {sorted(splits)})")
-        images = splits[args.split]
-        shapes = all(image.scene is not None for image in images)
-        captions = []
-        for start in range(0, len(images), args.batch_size):
-            pixels = _images(model, images, start, args.batch_size)
-            captions += model.caption(pixels, args.beam, return_attention=shapes)
-        baseline = None
-        if args.nearest_neighbour:
-            if "train" not in splits:
-                raise ValueError(f"{args.source} has no training split for the baseline")
-            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size)
+        if args.nearest_neighbour and "train" not in splits:
+            raise ValueError(f"{args.source} has no training split for the baseline")
     except (CheckpointError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    split = splits[args.split]
+    shapes = all(image.scene is not None for image in split)
+    images, captions, unreadable = [], [], {}
+    for start in range(0, len(split), args.batch_size):
+        readable, pixels, errors = read_images(model, split[start : start + args.batch_size])
+        for error in errors.values():
+            print(f"error: {error}", file=sys.stderr)
+        unreadable |= errors
+        if pixels is not None:
+            images += readable
+            captions += model.caption(pixels, args.beam, return_attention=shapes)
+    if not images:
+        print(f"error: none of the {len(split)} images of the split can be read", file=sys.stderr)
+        return 2
+    baseline = None
+    if args.nearest_neighbour:
+        try:
+            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
 
     references = [image.captions for image in images]
     scores = score_captions([c.text for c in captions], references, with_meteor=args.meteor)
     report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam}
     report |= asdict(scores)
+    report["images_unreadable"] = [str(path) for path in unreadable]
+    if unreadable:
+        warning = (
+            f"WARNING: scores over {len(images)} of the {len(split)} images of the split: "
+            f"{len(unreadable)} could not be read (named on stderr). Do not compare them with "
+            "scores over the whole split."
+        )
+        print(warning)
+        print(warning, file=sys.stderr)
     print(f"== {args.checkpoint} on {args.source}, {args.split} split, beam {args.beam}")
-    print(f"images = {scores.images}")
+    print(f"images = {scores.images}" + (f" of {len(split)}" if unreadable else ""))
     for n in range(1, 5):
         print(f"BLEU-{n} = {getattr(scores, f'bleu{n}'):.2f}")
     print(f"CIDEr-D = {scores.cider:.2f}")
@@ -259,13 +321,19 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
         print(f"nearest-neighbour baseline: BLEU-4 = {nn_scores.bleu4:.2f}")
         print(f"nearest-neighbour baseline: CIDEr-D = {nn_scores.cider:.2f}")
     if args.output:
+        captioned = {image.path: caption.text for image, caption in zip(images, captions)}
         lines = [
-            json.dumps({"image": str(i.path), "caption": c.text}) for i, c in zip(images, captions)
+            json.dumps(
+                {"image": str(i.path), "caption": captioned[i.path]}
+                if i.path in captioned
+                else {"image": str(i.path), "error": unreadable[i.path]}
+            )
+            for i in split
         ]
         write_atomic(args.output, "".join(line + "\n" for line in lines))
     if args.json:
         print(json.dumps(report))
-    return 0
+    return 1 if unreadable else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,13 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     tasks = parser.add_subparsers(dest="task", required=True)
     translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
     translation.add_argument("--checkpoint", required=True, nargs="+", type=Path)
-    translation.add_argument("--src", required=True, type=Path)
-    translation.add_argument("--ref", required=True, type=Path)
-    translation.add_argument("--beam", type=int, default=5)
-    translation.add_argument("--max-tokens", type=int, default=2000)
+    translation.add_argument("--src", required=True, type=text_file)
+    translation.add_argument("--ref", required=True, type=text_file)
+    translation.add_argument("--beam", type=positive_int, default=5)
+    translation.add_argument("--max-tokens", type=positive_int, default=2000)
     translation.add_argument(
         "--buckets",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[10, 20, 30],
         help="upper bounds of the source-length buckets, in words",
@@ -294,10 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     source = parsing.add_mutually_exclusive_group(required=True)
     source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
     source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
-    parsing.add_argument("--beam", type=int, default=10)
+    parsing.add_argument("--beam", type=positive_int, default=10)
     parsing.add_argument(
         "--buckets",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[10, 20, 30, 40],
         help="upper bounds of the sentence-length buckets, in words",
@@ -314,11 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     captioning.add_argument("--split", default="test")
     captioning.add_argument("--image-dir", type=Path, help="where the images are, if elsewhere")
     captioning.add_argument(
-        "--val-images", type=int, default=VAL_IMAGES, help="split sizes for a source without splits"
+        "--val-images",
+        type=non_negative_int,
+        default=VAL_IMAGES,
+        help="split sizes for a source without splits",
     )
-    captioning.add_argument("--test-images", type=int, default=TEST_IMAGES)
-    captioning.add_argument("--beam", type=int, default=3)
-    captioning.add_argument("--batch-size", type=int, default=32, help="images per batch")
+    captioning.add_argument("--test-images", type=non_negative_int, default=TEST_IMAGES)
+    captioning.add_argument("--beam", type=positive_int, default=3)
+    captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
     captioning.add_argument(
         "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"
     )
@@ -330,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
     captioning.add_argument("--json", action="store_true")
 
     args = parser.parse_args(argv)
+    buckets = getattr(args, "buckets", None)
+    if buckets is not None and buckets != sorted(set(buckets)):
+        tasks.choices[args.task].error(
+            f"argument --buckets: must increase, got {' '.join(map(str, buckets))}"
+        )
     args.device = resolve_device(args.device)
     evaluate = {
         "translation": evaluate_translation,
