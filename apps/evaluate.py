@@ -167,7 +167,7 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
     scores = parseval.score_corpus(golds, preds)
     buckets = parseval.f1_by_length(scores, args.buckets)
     tagged = any(tag != XX for tree in preds if tree is not None for _, tag in tree.pos())
-    print(parseval.summary(scores))
+    print(parseval.summary(scores, tagged))
     print(f"\nPreterminals written = {'POS tags' if tagged else 'XX (no tagging accuracy)'}")
     if malformed is not None:
         print(f"\nMalformed output (repaired) = {malformed:6.2f} %")

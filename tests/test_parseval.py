@@ -124,6 +124,7 @@ def test_xx_tagged_gold_trees_score_100(dev):
     assert (scores.all.valid, scores.all.errors, scores.all.skipped) == (273, 0, 0)
     assert figures(dev, xx) == (4980, 4980, 4980, 100.0, 100.0, 100.0)
     assert scores.all.tagging_accuracy == 0.0  # XX is no tag
+    assert summary(scores, tagged=False).count("Tagging accuracy          =    n/a") == 2
     assert scores.short.f1 == 100.0 and scores.short.valid == 260
 
 

@@ -32,7 +32,7 @@ from seqtasks.linearisation import BracketConstraint, delinearise, repair
 from seqtasks.metrics.parseval import score_corpus
 from seqtasks.search import beam_search, greedy, max_lengths, sample
 from seqtasks.tasks.parsing import ParsingTask
-from seqtasks.trees import read_treebank, read_trees
+from seqtasks.trees import read_treebank, read_trees, to_line
 
 
 @pytest.fixture(scope="module")
@@ -403,6 +403,25 @@ def test_evaluate_a_checkpoint_then_its_trees(checkpoint, call, ptb_dir, tmp_pat
     status, out, _ = call(*common, "--pred", str(pred))
     assert status == 0
     assert json.loads(out.splitlines()[-1])["f1"] == pytest.approx(report["f1"])
+
+
+def test_evaluate_scores_xx_trees_and_says_so(call, ptb_dir, tmp_path):
+    """Vinyals et al.'s output, the gold trees with XX preterminals: F1 100 (punctuation
+    decided by the gold tags), and the report says XX and has no tagging accuracy."""
+    golds = read_treebank(ptb_dir / "dev.mrg")
+    for tree in golds:
+        for position in tree.treepositions("leaves"):
+            tree[position[:-1]].set_label("XX")
+    pred = tmp_path / "xx.mrg"
+    pred.write_text("".join(to_line(t) + "\n" for t in golds))
+    status, out, _ = call(
+        "evaluate", "parsing", "--gold", str(ptb_dir / "dev.mrg"), "--pred", str(pred), "--json"
+    )
+    assert status == 0
+    report = json.loads(out.splitlines()[-1])
+    assert (report["f1"], report["errors"], report["preterminals"]) == (100.0, 0, "XX")
+    assert report["tagging_accuracy"] is None
+    assert "Tagging accuracy          =    n/a" in out and "Preterminals written = XX" in out
 
 
 @pytest.mark.slow

@@ -253,8 +253,9 @@ def f1_by_length(
     return buckets
 
 
-def summary(scores: ParsevalScores) -> str:
-    """EVALB's summary block, for all sentences and for length ≤ CUTOFF_LENGTH."""
+def summary(scores: ParsevalScores, tagged: bool = True) -> str:
+    """EVALB's summary block, for all sentences and for length ≤ CUTOFF_LENGTH; tagging
+    accuracy reads `n/a` for trees that are not `tagged` (XX preterminals)."""
     lines = ["=== Summary ==="]
     for title, t in (("All", scores.all), (f"len<={CUTOFF_LENGTH}", scores.short)):
         lines += [
@@ -268,6 +269,8 @@ def summary(scores: ParsevalScores) -> str:
             f"Bracketing Precision      = {t.precision:6.2f}",
             f"Bracketing FMeasure       = {t.f1:6.2f}",
             f"Complete match            = {t.complete_match:6.2f}",
-            f"Tagging accuracy          = {t.tagging_accuracy:6.2f}",
+            f"Tagging accuracy          = {t.tagging_accuracy:6.2f}"
+            if tagged
+            else "Tagging accuracy          =    n/a",
         ]
     return "\n".join(lines)
