@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, subprocess_env
+from conftest import REPO, load_script, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -136,6 +136,41 @@ def test_evaluate_captioning_json(shapes_model, tmp_path):
     assert report["cider"] == pytest.approx(100 * cider, abs=1e-6)
     exact = sum(said[i] in references[i] for i in said) / 6
     assert report["exact_match"] == pytest.approx(100 * exact)
+
+
+def test_evaluate_captioning_scores_each_caption_against_its_own_image(
+    shapes_model, monkeypatch, capsys
+):
+    """With a model that says its image's first reference for images 0, 2, 4 of the split and
+    "a red" for the others (in split order, as the app captions them), exact match is 50 % and
+    CIDEr-D is pycocoevalcap's on those pairs: each caption is read against its own image's
+    references, however the batches fall."""
+    from pycocoevalcap.cider.cider import Cider
+
+    from seqtasks.data.captions import read_captions
+    from seqtasks.tasks.captioning import Caption, CaptioningTask
+
+    checkpoint, data = shapes_model
+    images = read_captions(data)["holdout"]
+    texts = [image.captions[0] if i % 2 == 0 else "a red" for i, image in enumerate(images)]
+    said = iter(texts)
+
+    def oracle(self, pixels, beam_size=3, return_attention=False):
+        texts = [next(said) for _ in range(len(pixels))]
+        return [Caption(text, text.split(), 0.0, None, (6, 6)) for text in texts]
+
+    monkeypatch.setattr(CaptioningTask, "caption", oracle)
+    evaluate = load_script("apps/evaluate.py")
+    status = evaluate.main(
+        ["captioning", "--checkpoint", str(checkpoint), "--source", str(data)]
+        + ["--split", "holdout", "--batch-size", "4", "--no-meteor", "--json", "--device", "cpu"]
+    )
+    assert status == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["images"] == 6 and report["exact_match"] == pytest.approx(50.0)
+    references = {i: image.captions for i, image in enumerate(images)}
+    cider, _ = Cider().compute_score(references, {i: [t] for i, t in enumerate(texts)})
+    assert report["cider"] == pytest.approx(100 * cider, abs=1e-6) and cider > 0
 
 
 def test_bench_shapes_attention_reports_hits_by_word(shapes_model):
