@@ -21,11 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from seqtasks.arguments import positive_int
 from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
-from seqtasks.data.captions import load_image
+from seqtasks.data.captions import load_images
 from seqtasks.files import write_atomic
 from seqtasks.plots import plot_caption_attention
 from seqtasks.tasks.captioning import CaptioningTask
@@ -83,20 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for first in range(0, len(paths), args.batch_size):
         chunk = range(first, min(first + args.batch_size, len(paths)))
-        images, readable = [], []
-        for i in chunk:
-            try:
-                images.append(load_image(paths[i], model.image_size))
-                readable.append(i)
-            except OSError as error:
-                errors[i] = str(error)
-                print(f"error: {error}", file=sys.stderr)
+        readable, pixels, failed = load_images([paths[i] for i in chunk], model.image_size)
+        for j, error in failed.items():
+            errors[first + j] = error
+            print(f"error: {error}", file=sys.stderr)
         captions = []
-        if images:
+        if pixels is not None:
             captions = model.caption(
-                torch.stack(images), args.beam, return_attention=args.attention_maps is not None
+                pixels, args.beam, return_attention=args.attention_maps is not None
             )
-        by_index = dict(zip(readable, zip(images, captions)))
+        by_index = {first + j: (pixels[k], c) for k, (j, c) in enumerate(zip(readable, captions))}
         for i in chunk:
             if i in errors:
                 records.append({"image": str(paths[i]), "error": errors[i]})

@@ -52,7 +52,7 @@ from seqtasks.data.captions import (
     TEST_IMAGES,
     VAL_IMAGES,
     CaptionedImage,
-    load_image,
+    load_images,
     read_captions,
 )
 from seqtasks.data.text import read_parallel
@@ -207,14 +207,8 @@ def read_images(
 ) -> tuple[list[CaptionedImage], torch.Tensor | None, dict[Path, str]]:
     """The `images` that can be read, (B, 3, S, S) their pixels at the model's image size (None
     if there are none), and for each image that cannot be read, a message naming it."""
-    readable, pixels, errors = [], [], {}
-    for image in images:
-        try:
-            pixels.append(load_image(image.path, model.image_size))
-            readable.append(image)
-        except OSError as error:
-            errors[image.path] = str(error)
-    return readable, torch.stack(pixels) if pixels else None, errors
+    readable, pixels, errors = load_images([image.path for image in images], model.image_size)
+    return [images[i] for i in readable], pixels, {images[i].path: e for i, e in errors.items()}
 
 
 @torch.no_grad()

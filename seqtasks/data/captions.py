@@ -70,6 +70,22 @@ def load_image(path: str | Path, size: int) -> Tensor:
     return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
 
 
+def load_images(
+    paths: list[str | Path], size: int
+) -> tuple[list[int], Tensor | None, dict[int, str]]:
+    """The images at `paths` that can be read: their positions in `paths`, (B, 3, size, size)
+    their pixels (None if none can be read), and for the position of each image that cannot,
+    `load_image`'s message naming it. An app captions the rest and reports those."""
+    readable, pixels, errors = [], [], {}
+    for position, path in enumerate(paths):
+        try:
+            pixels.append(load_image(path, size))
+            readable.append(position)
+        except OSError as error:
+            errors[position] = str(error)
+    return readable, torch.stack(pixels) if pixels else None, errors
+
+
 def check_image_name(name: str, where: str) -> None:
     """Refuse an image name of a caption source that is not a path inside the image folder.
 
