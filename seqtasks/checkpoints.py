@@ -136,11 +136,17 @@ def stored_entries(checkpoint: dict[str, Any], task: str, keys: Sequence[str]) -
     return [stored[key] for key in keys]
 
 
+def require_task(path: str | Path, task: str | None) -> None:
+    """Raise a `CheckpointError` unless `path` is a readable seqtasks checkpoint, of `task`
+    when one is given, naming the task found otherwise."""
+    found = checkpoint_task(path)
+    if task is not None and found != task:
+        raise CheckpointError(f"{path} is a {found} checkpoint, not a {task} one")
+
+
 def load_task(path: str | Path, task_class: type[T], task: str, device: str = "cpu") -> T:
     """`task_class.load_from_checkpoint(path)` in eval mode, after checking it is a `task` one."""
-    found = checkpoint_task(path)
-    if found != task:
-        raise CheckpointError(f"{path} is a {found} checkpoint, not a {task} one")
+    require_task(path, task)
     try:
         model = task_class.load_from_checkpoint(path, map_location=device)
     except ValueError as error:  # from the task's on_load_checkpoint

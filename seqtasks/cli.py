@@ -27,7 +27,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from seqtasks.checkpoints import AtomicCheckpointIO, CheckpointError, read_checkpoint
+from seqtasks.checkpoints import AtomicCheckpointIO, CheckpointError, require_task
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
 
 TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
@@ -141,12 +141,9 @@ class SeqtasksCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path and Path(ckpt_path).is_file():
             try:
-                found = read_checkpoint(ckpt_path)["seqtasks"]["task"]
+                require_task(ckpt_path, _model_task(self.config[subcommand].get("model")))
             except CheckpointError as error:
                 _exit_with(str(error))
-            expected = _model_task(self.config[subcommand].get("model"))
-            if expected is not None and found != expected:
-                _exit_with(f"{ckpt_path} is a {found} checkpoint, not a {expected} one")
         super()._parse_ckpt_path()
 
     def _run_subcommand(self, subcommand: str) -> None:
