@@ -173,18 +173,62 @@ def test_evaluate_captioning_scores_each_caption_against_its_own_image(
     assert report["cider"] == pytest.approx(100 * cider, abs=1e-6) and cider > 0
 
 
-def test_bench_shapes_attention_reports_hits_by_word(shapes_model):
+def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, capsys):
+    """With a model that names each test image's first shape ("a [size] colour shape") and
+    puts the peak of its attention on a cell whose centre lies in that shape's box behind every
+    word but the colour, which looks at a cell in no shape's box, the bench must report 100 %,
+    0 % and 100 % (the untrained model mentions no shape, so it could not tell a broken count)."""
+    from seqtasks.data.shapes import Scene
+    from seqtasks.tasks.captioning import Caption, CaptioningTask
+
     checkpoint, data = shapes_model
-    result = run(
-        "bench/shapes_attention.py",
-        *("--checkpoint", str(checkpoint), "--source", str(data), "--split", "test"),
-        *("--beam", "2", "--json"),
+    scenes = json.loads((data / "scenes.json").read_text())
+    names = json.loads((data / "splits.json").read_text())["test"]
+    height, width = 6, 6
+
+    def cells_in(scene: Scene, box: tuple[float, float, float, float] | None) -> list[int]:
+        """Grid cells whose centre lies in `box` (None: in no shape's box)."""
+        size = scene.image_size
+        centres = {
+            r * width + c: ((c + 0.5) * size / width, (r + 0.5) * size / height)
+            for r in range(height)
+            for c in range(width)
+        }
+        inside = lambda b, x, y: b[0] <= x <= b[2] and b[1] <= y <= b[3]  # noqa: E731
+        if box is not None:
+            return [cell for cell, (x, y) in centres.items() if inside(box, x, y)]
+        boxes = [thing.box for thing in scene.things]
+        return [cell for cell, (x, y) in centres.items() if not any(inside(b, x, y) for b in boxes)]
+
+    captions = []
+    for name in names:
+        scene = Scene.from_dict(scenes[name])
+        first = scene.things[0]
+        same = [t for t in scene.things if t.noun_phrase(True) == first.noun_phrase(True)]
+        on, off = cells_in(scene, first.box), cells_in(scene, None)
+        if len(same) > 1 or not on or not off:  # ambiguous or undrawable: say nothing of it
+            captions.append(Caption("", [], 0.0, torch.zeros(0, height * width), (height, width)))
+            continue
+        words = first.noun_phrase(scene.sizes).split()  # a [size] colour shape
+        peaks = [on[0]] * len(words)
+        peaks[-2] = off[0]  # the colour word looks at the background
+        attention = torch.nn.functional.one_hot(torch.tensor(peaks), height * width).float()
+        captions.append(Caption(" ".join(words), words, 0.0, attention, (height, width)))
+    said = iter(captions)
+    assert sum(bool(c.words) for c in captions) >= 3, "too few usable test images"
+
+    def oracle(self, pixels, beam_size=3, return_attention=False):
+        return [next(said) for _ in range(len(pixels))]
+
+    monkeypatch.setattr(CaptioningTask, "caption", oracle)
+    bench = load_script("bench/shapes_attention.py")
+    rates = bench.main(
+        ["--checkpoint", str(checkpoint), "--source", str(data), "--split", "test", "--json"]
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["images"] == 6
-    rates = [report[k] for k in ("shape word", "colour word (-1)", "article (-2)")]
-    assert all(0.0 <= rate <= 100.0 for rate in rates)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["images"] == len(names)
+    expected = {"shape word": 100.0, "colour word (-1)": 0.0, "article (-2)": 100.0}
+    assert rates == expected and {k: report[k] for k in expected} == expected
 
 
 def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path):

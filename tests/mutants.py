@@ -1,0 +1,302 @@
+"""Deliberate breakages of the code that decides results, each with the tests that must catch it.
+
+    python tests/mutants.py            # every mutant (about 20 minutes on 2 cores)
+    python tests/mutants.py 3 7        # mutants 3 and 7
+    python tests/mutants.py --list
+
+Each mutant is one textual change to one file. The tracked files are copied into a temporary
+folder (beside a link to ../shared, which the tests read), the named tests are run there once
+unbroken (they must pass) and once with the change (at least one must fail), in one process with
+PYTHONPATH pointing at the copy, so the checkout others test in is never touched. A mutant that
+survives means a result could go wrong without any test noticing: give it a test.
+This is not a pytest module (pytest collects `test_*.py` only); docs/testing.md explains it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    what: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = [
+    Mutant(
+        "DDP batch list padded by slicing instead of tiling",
+        "seqtasks/data/batching.py",
+        "np.resize(numbers, -(-count // world) * world)[rank::world]",
+        "numbers[: -(-count // world) * world][rank::world]",
+        ("test_batching.py::test_ddp_padding_by_tiling_for_every_world_and_batch_count",),
+    ),
+    Mutant(
+        "Bahdanau's attention queried with s_i instead of s_{i-1} (context recomputed after the "
+        "recurrence; teacher forcing still equals step-wise decoding)",
+        "seqtasks/decoders/bahdanau.py",
+        "        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)\n",
+        "        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)\n"
+        "        context, weights = self.attend(s, state)\n",
+        ("test_reference_steps.py::test_teacher_forcing_matches_reference",),
+    ),
+    Mutant(
+        "length penalty exponent alpha/2",
+        "seqtasks/search.py",
+        "return ((5.0 + length) / 6.0) ** alpha",
+        "return ((5.0 + length) / 6.0) ** (alpha / 2)",
+        ("test_search.py::test_length_penalty_is_wu_et_al",),
+    ),
+    Mutant(
+        "a finished hypothesis' length counted without its EOS",
+        "seqtasks/search.py",
+        "keep(active[g], row, float(top_scores[g, rank]), t + 1, True)",
+        "keep(active[g], row, float(top_scores[g, rank]), t, True)",
+        ("test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration",),
+    ),
+    Mutant(
+        "beam states reordered by sorted rows instead of the rows each candidate extends",
+        "seqtasks/search.py",
+        "rows = (offsets + origin.gather(1, pick)).view(-1)",
+        "rows = (offsets + origin.gather(1, pick).sort(dim=1).values).view(-1)",
+        ("test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration",),
+    ),
+    Mutant(
+        "the attention padding mask dropped",
+        "seqtasks/attention.py",
+        '        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))\n',
+        "",
+        ("test_reference_steps.py::test_attention_matches_reference",),
+    ),
+    Mutant(
+        "scaled dot-product attention without its 1/sqrt(d)",
+        "seqtasks/attention.py",
+        "keys.transpose(1, 2)) / math.sqrt(query.size(-1))",
+        "keys.transpose(1, 2))",
+        ("test_reference_steps.py::test_attention_matches_reference",),
+    ),
+    Mutant(
+        "the Transformer's self-attention without its causal mask",
+        "seqtasks/transformer.py",
+        "is_causal=causal,",
+        "is_causal=False,",
+        ("test_reference_steps.py",),
+    ),
+    Mutant(
+        "the Transformer decoder's cache not reordered with its beams",
+        "seqtasks/decoders/transformer.py",
+        "rows = index if state.rows is None else state.rows.index_select(0, index)",
+        "rows = index if state.rows is None else state.rows",
+        ("test_reference_steps.py",),
+    ),
+    Mutant(
+        "label smoothing epsilon/2",
+        "seqtasks/tasks/base.py",
+        "label_smoothing=label_smoothing,",
+        "label_smoothing=label_smoothing / 2,",
+        ("test_objective.py::test_label_smoothing_by_hand",),
+    ),
+    Mutant(
+        "the doubly stochastic penalty counts padded source positions",
+        "seqtasks/tasks/base.py",
+        "shortfall = ((1 - coverage) ** 2) * source_mask",
+        "shortfall = (1 - coverage) ** 2",
+        ("test_objective.py",),
+    ),
+    Mutant(
+        "the REINFORCE term's sign flipped",
+        "seqtasks/tasks/base.py",
+        "total = total - self.reward_scale * advantage * choices",
+        "total = total + self.reward_scale * advantage * choices",
+        ("test_objective.py::test_reinforce_estimate_is_unbiased",),
+    ),
+    Mutant(
+        "the REINFORCE baseline updated with the expectation's rows too",
+        "seqtasks/tasks/base.py",
+        "0.1 * reward[sampled].mean()",
+        "0.1 * reward.mean()",
+        (
+            "test_objective.py::test_reinforce_by_hand_uses_sampled_examples_and_earlier_batches_only",
+        ),
+    ),
+    Mutant(
+        "the REINFORCE baseline started at the first batch's mean",
+        "seqtasks/tasks/base.py",
+        "baseline = 0.0 if self.reward_baseline is None else self.reward_baseline",
+        "baseline = (\n                reward[sampled].mean() if self.reward_baseline is None"
+        " else self.reward_baseline\n            )",
+        (
+            "test_objective.py::test_reinforce_by_hand_uses_sampled_examples_and_earlier_batches_only",
+        ),
+    ),
+    Mutant(
+        "the reward halved",
+        "seqtasks/tasks/base.py",
+        "reward = -nll.sum(dim=1).detach()",
+        "reward = -nll.sum(dim=1).detach() / 2",
+        ("test_objective.py::test_reinforce_estimate_is_unbiased",),
+    ),
+    Mutant(
+        "punctuation deleted by the test tree's own tags",
+        "seqtasks/metrics/parseval.py",
+        "t = bracketing(test, gold_punctuation if same_words else test_punctuation)",
+        "t = bracketing(test, test_punctuation)",
+        ("test_parseval.py::test_xx_tagged_gold_trees_score_100",),
+    ),
+    Mutant(
+        "a bracket matched however often the test tree has it (a set, not a multiset)",
+        "seqtasks/metrics/parseval.py",
+        "matched=sum((g.brackets & t.brackets).values()),",
+        "matched=len(set(g.brackets) & set(t.brackets)),",
+        ("test_parseval.py",),
+    ),
+    Mutant(
+        "BLEU tokenised 'intl' instead of '13a'",
+        "seqtasks/metrics/bleu.py",
+        'tokenize: str = "13a",',
+        'tokenize: str = "intl",',
+        ("test_apps.py::test_evaluate_json_and_length_table",),
+    ),
+    Mutant(
+        "the encoder run twice per validation batch",
+        "seqtasks/tasks/translation.py",
+        "hypotheses = self.search(memory, beam_size=beam)",
+        "hypotheses = self.search(self.encode(batch), beam_size=beam)",
+        ("test_translation_task.py::test_validation_scores_equal_scores_worked_out_another_way",),
+    ),
+    Mutant(
+        "each caption scored against the batch's first image's references",
+        "seqtasks/tasks/captioning.py",
+        "Captioned(int(batch.index[i]), loss, tokens, text, batch.references[i], judged)",
+        "Captioned(int(batch.index[i]), loss, tokens, text, batch.references[0], judged)",
+        ("test_captioning.py::test_validation_scores_what_search_said_about_each_image",),
+    ),
+    Mutant(
+        "the attention bench's colour word read two words before the shape word",
+        "bench/shapes_attention.py",
+        '"colour word (-1)": -1,',
+        '"colour word (-1)": -2,',
+        ("test_caption_apps.py::test_bench_shapes_attention_reports_hits_by_word",),
+    ),
+    Mutant(
+        "an attention peak placed at its grid cell's corner instead of its centre",
+        "seqtasks/metrics/shapes.py",
+        "x = (column + 0.5) * scene.image_size / width",
+        "x = column * scene.image_size / width",
+        (
+            "test_shapes.py::test_attention_hits_and_judgement",
+            "test_caption_apps.py::test_bench_shapes_attention_reports_hits_by_word",
+        ),
+    ),
+    Mutant(
+        "val/loss divided by sentences instead of target tokens",
+        "seqtasks/tasks/base.py",
+        "loss = sum(record.loss for record in records) / max(tokens, 1)",
+        "loss = sum(record.loss for record in records) / max(len(records), 1)",
+        ("test_translation_task.py::test_validation_scores_equal_scores_worked_out_another_way",),
+    ),
+    Mutant(
+        "files written in place instead of through a temporary file",
+        "seqtasks/files.py",
+        "    tmp = path.with_name(_temporary_name(path))\n    try:\n"
+        '        with open(tmp, "wb") as f:\n'
+        "            yield f\n            f.flush()\n            os.fsync(f.fileno())\n"
+        "        tmp.replace(path)\n    finally:\n        tmp.unlink(missing_ok=True)\n",
+        '    with open(path, "wb") as f:\n        yield f\n',
+        ("test_bad_input.py",),
+    ),
+]
+
+
+def copy_tree(destination: Path) -> Path:
+    """The tracked (and untracked, not ignored) files in destination/main, ../shared linked."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    root = destination / "main"
+    for name in filter(None, files):
+        source = REPO / os.fsdecode(name)
+        if source.is_file():
+            target = root / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    (destination / "shared").symlink_to(REPO.parent / "shared")
+    return root
+
+
+def run_tests(root: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_WAIT_POLICY": "PASSIVE"}
+    command = [sys.executable, "-m", "pytest", "-p", "no:xdist", "-x", "-q", "--no-header"]
+    return subprocess.run(
+        [*command, *(f"tests/{t}" for t in tests)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def failed_tests(output: str) -> list[str]:
+    return [line.split()[1] for line in output.splitlines() if line.startswith("FAILED ")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("numbers", nargs="*", type=int, help="mutants to run (1-based)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    args = parser.parse_args()
+    chosen = args.numbers or range(1, len(MUTANTS) + 1)
+    if args.list:
+        for n in chosen:
+            print(f"{n:2d}. {MUTANTS[n - 1].what}: {MUTANTS[n - 1].path}")
+        return 0
+    survivors = 0
+    for n in chosen:
+        mutant = MUTANTS[n - 1]
+        with tempfile.TemporaryDirectory(prefix="seqtasks-mutant-") as folder:
+            root = copy_tree(Path(folder))
+            path = root / mutant.path
+            text = path.read_text()
+            if text.count(mutant.old) != 1:
+                print(f"{n:2d}. STALE: {mutant.path} holds its text {text.count(mutant.old)}×")
+                survivors += 1
+                continue
+            clean = run_tests(root, mutant.tests)
+            if clean.returncode != 0:
+                print(f"{n:2d}. BROKEN: the unmutated tests fail: {failed_tests(clean.stdout)}")
+                survivors += 1
+                continue
+            path.write_text(text.replace(mutant.old, mutant.new))
+            broken = run_tests(root, mutant.tests)
+            caught = failed_tests(broken.stdout)
+            if broken.returncode == 0:
+                print(f"{n:2d}. SURVIVED: {mutant.what}")
+                survivors += 1
+            elif not caught:  # pytest itself failed: the mutant does not even import
+                print(
+                    f"{n:2d}. ERROR: {mutant.what}\n{broken.stdout[-2000:]}{broken.stderr[-2000:]}"
+                )
+                survivors += 1
+            else:
+                print(f"{n:2d}. killed: {mutant.what}\n    by {', '.join(caught)}")
+        sys.stdout.flush()
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
