@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from seqtasks.arguments import positive_int
-from seqtasks.checkpoints import CheckpointError, average_checkpoints, read_checkpoint
-from seqtasks.files import open_atomic
+from seqtasks.cli.arguments import positive_int
+from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints, read_checkpoint
+from seqtasks.io.files import open_atomic
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from seqtasks.arguments import positive_int
-from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.cli.arguments import positive_int
 from seqtasks.data.captions import load_images
-from seqtasks.files import write_atomic
-from seqtasks.plots import plot_caption_attention
+from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.files import write_atomic
+from seqtasks.io.plots import plot_caption_attention
 from seqtasks.tasks.captioning import CaptioningTask
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}

@@ -46,8 +46,7 @@ from pathlib import Path
 
 import torch
 
-from seqtasks.arguments import non_negative_int, positive_int, text_file
-from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.cli.arguments import non_negative_int, positive_int, text_file
 from seqtasks.data.captions import (
     TEST_IMAGES,
     VAL_IMAGES,
@@ -56,17 +55,18 @@ from seqtasks.data.captions import (
     read_captions,
 )
 from seqtasks.data.text import read_parallel
-from seqtasks.files import write_atomic
-from seqtasks.linearisation import XX
+from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.files import write_atomic
+from seqtasks.io.plots import plot_bleu_by_length
 from seqtasks.metrics import parseval
 from seqtasks.metrics.bleu import bleu_by_source_length, score_corpus
 from seqtasks.metrics.captioning import score_captions
 from seqtasks.metrics.shapes import judge, summarise
-from seqtasks.plots import plot_bleu_by_length
+from seqtasks.parsing.linearisation import XX
+from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank, to_line
 from seqtasks.tasks.captioning import CaptioningTask
 from seqtasks.tasks.parsing import ParsingTask
 from seqtasks.tasks.translation import TranslationTask
-from seqtasks.trees import NONE_TAG, TreebankError, read_treebank, to_line
 
 
 def output_paths(output: Path, checkpoints: list[Path]) -> list[Path]:

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from nltk.tree import Tree, TreePrettyPrinter
 
-from seqtasks.arguments import positive_int
-from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
-from seqtasks.data.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.cli.arguments import positive_int
 from seqtasks.data.text import read_stdin_lines
+from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.parsing.trees import to_line
 from seqtasks.tasks.parsing import ParsingTask
-from seqtasks.trees import to_line
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -16,11 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from seqtasks.arguments import positive_int
-from seqtasks.checkpoints import CheckpointError, load_task, resolve_device
+from seqtasks.cli.arguments import positive_int
 from seqtasks.data.text import read_lines, read_stdin_lines
-from seqtasks.files import write_atomic
-from seqtasks.plots import plot_attention
+from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.files import write_atomic
+from seqtasks.io.plots import plot_attention
 from seqtasks.tasks.translation import TranslationTask
 
 

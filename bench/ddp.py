@@ -39,7 +39,7 @@ from typing import Any  # noqa: E402
 import lightning as L  # noqa: E402
 import torch  # noqa: E402
 
-from seqtasks.cli import SeqtasksCLI  # noqa: E402
+from seqtasks.cli.main import SeqtasksCLI  # noqa: E402
 from seqtasks.data.tokenizer import PAD_ID  # noqa: E402
 
 RUNS = ("ddp", "single", "control")

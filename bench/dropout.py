@@ -1,5 +1,5 @@
 """Why seqtasks has its own dropout: time `torch.nn.functional.dropout` against
-`seqtasks.dropout.Dropout` on a CPU, next to the matrix product that makes such activations.
+`seqtasks.layers.dropout.Dropout` on a CPU, next to the matrix product that makes such activations.
 
     python bench/dropout.py [--tokens 4000] [--width 256] [--threads 2] [--repeats 50]
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from seqtasks.dropout import Dropout  # noqa: E402
+from seqtasks.layers.dropout import Dropout  # noqa: E402
 
 
 def milliseconds(fn: Callable[[], object], repeats: int) -> float:

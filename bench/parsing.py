@@ -26,11 +26,11 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from seqtasks.checkpoints import CheckpointError, load_task  # noqa: E402
+from seqtasks.io.checkpoint_files import CheckpointError, load_task  # noqa: E402
 from seqtasks.metrics.parseval import score_corpus  # noqa: E402
-from seqtasks.precision import PRECISIONS, inference_precision  # noqa: E402
+from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
 from seqtasks.tasks.parsing import ParsingTask  # noqa: E402
-from seqtasks.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
+from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -34,8 +34,9 @@ from torch import Tensor, nn
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders.base import Decoder
-from seqtasks.memory import Memory
-from seqtasks.search import beam_search, max_lengths
+from seqtasks.layers.memory import Memory
+from seqtasks.search import beam_search
+from seqtasks.search.hypothesis import max_lengths
 
 SUMMARY = (
     "torch.nn.Transformer as in the PyTorch tutorial, padded batches, decoding re-runs the "

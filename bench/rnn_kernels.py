@@ -30,9 +30,9 @@ from collections.abc import Callable  # noqa: E402
 import torch  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
-from seqtasks.attention import AdditiveAttention  # noqa: E402
-from seqtasks.decoders.rnn import rnn_step  # noqa: E402
+from seqtasks.attention.scores import AdditiveAttention  # noqa: E402
 from seqtasks.encoders import RNNEncoder  # noqa: E402
+from seqtasks.layers.recurrent import rnn_step  # noqa: E402
 
 
 def milliseconds(fn: Callable[[], object], repeats: int) -> float:

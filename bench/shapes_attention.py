@@ -23,9 +23,9 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from seqtasks.checkpoints import load_task  # noqa: E402
 from seqtasks.data.captions import load_image  # noqa: E402
 from seqtasks.data.shapes import Scene  # noqa: E402
+from seqtasks.io.checkpoint_files import load_task  # noqa: E402
 from seqtasks.metrics.shapes import attention_hits, read_caption  # noqa: E402
 from seqtasks.tasks import CaptioningTask  # noqa: E402
 

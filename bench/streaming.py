@@ -135,7 +135,8 @@ def preparation_speed(stdout: str, lines: int) -> tuple[float, float]:
 def prepare(args: argparse.Namespace) -> dict:
     """data_prep/shards.py once per --threads value, and for scale the peak RSS of a process
     that only imports what it imports."""
-    _, import_s, import_rss = run_measured([sys.executable, "-c", "import seqtasks.data.shards"])
+    command = [sys.executable, "-c", "import seqtasks.data.streaming.shards"]
+    _, import_s, import_rss = run_measured(command)
     results = {"import_only": {"wall_s": import_s, "peak_rss_mib": import_rss}}
     for threads in args.threads_list:
         out = Path(args.corpus) / "shards"
@@ -168,7 +169,7 @@ def build(
     activation_checkpointing: bool = False,
 ):
     """(task, datamodule, trainer settings) as `seqtasks fit --config` builds them."""
-    from seqtasks.cli import SeqtasksCLI
+    from seqtasks.cli.main import SeqtasksCLI
 
     overrides = ["--data.init_args.data_dir", data]
     if shard_dir:

@@ -50,7 +50,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from seqtasks.precision import PRECISIONS, inference_precision  # noqa: E402
+from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the reference_* modules
@@ -123,7 +123,7 @@ def log(msg: str) -> None:
 def build_from_config(config: str, data_dir: str, overrides: Sequence[str] = ()):
     """(task, datamodule, gradient clip value) exactly as `seqtasks fit --config` builds them,
     with `overrides` (command-line options of `seqtasks fit`) applied."""
-    from seqtasks.cli import SeqtasksCLI
+    from seqtasks.cli.main import SeqtasksCLI
 
     cli = SeqtasksCLI(
         subclass_mode_model=True,
@@ -270,9 +270,9 @@ def decode_all(
     `sources`: token-bucketed batches of about `max_tokens` source tokens, or one sentence at a
     time when `max_tokens` is None, shared among `workers` one-core threads as
     `TranslationTask.translate` shares them (`run_batches`). Returns time, outputs and counts."""
+    from seqtasks.data.batch import pad
     from seqtasks.data.batching import TokenBucketSampler
     from seqtasks.data.tokenizer import EOS_ID, PAD_ID
-    from seqtasks.data.translation import pad
     from seqtasks.tasks.base import run_batches
 
     lengths = [len(s) + 1 for s in sources]

@@ -36,8 +36,8 @@ from seqtasks.data.captions import (
     read_karpathy,
 )
 from seqtasks.data.text import read_lines
-from seqtasks.downloads import download
-from seqtasks.files import open_atomic, temporary_path, write_atomic
+from seqtasks.io.downloads import download
+from seqtasks.io.files import open_atomic, temporary_path, write_atomic
 
 DEFAULT_SOURCE = [
     "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_Dataset.zip",

@@ -22,11 +22,11 @@ import sys
 import zlib
 from pathlib import Path
 
-from seqtasks.arguments import positive_int
+from seqtasks.cli.arguments import positive_int
 from seqtasks.data.text import decode_lines
 from seqtasks.data.tokenizer import train_sentencepiece
-from seqtasks.downloads import download
-from seqtasks.files import write_atomic
+from seqtasks.io.downloads import download
+from seqtasks.io.files import write_atomic
 
 DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/multi30k/dataset/"

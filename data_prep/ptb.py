@@ -11,7 +11,8 @@ full treebank (sections 00–24, wsj_SSNN.mrg) gets the standard split: sections
 22 dev, 23 test. The NLTK sample (wsj_0001–wsj_0199, sections 00–01 only) gets wsj_0001–0159
 train, wsj_0160–0179 dev, wsj_0180–0199 test (the shared copy stops at wsj_0179: no test).
 
-Trees are cleaned the standard way (see `seqtasks.trees.clean_tree`: no `-NONE-`, no function
+Trees are cleaned the standard way (see `seqtasks.parsing.trees.clean_tree`: no `-NONE-`, no
+function
 tags or indices, rooted in `TOP`). Writes to --out (default data/ptb) `{split}.mrg`, one tree
 per line, which `ParsingData` reads and `apps/evaluate.py parsing --gold` scores against, and
 `{split}.txt`, the sentences as space-separated tokens (input for `apps/parse.py
@@ -26,9 +27,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from seqtasks.downloads import download
-from seqtasks.files import write_atomic
-from seqtasks.trees import TreebankError, clean_tree, decode_trees, to_line
+from seqtasks.io.downloads import download
+from seqtasks.io.files import write_atomic
+from seqtasks.parsing.trees import TreebankError, clean_tree, decode_trees, to_line
 
 DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/nltk/nltk_data/"

@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from seqtasks.arguments import non_negative_int, positive_int
+from seqtasks.cli.arguments import non_negative_int, positive_int
 from seqtasks.data.shapes import LEVELS, write_world
 
 

@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from seqtasks.arguments import positive_int
-from seqtasks.data.shards import write_shards
+from seqtasks.cli.arguments import positive_int
+from seqtasks.data.streaming.shards import write_shards
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 
 

@@ -54,42 +54,42 @@ MUTANTS = [
     ),
     Mutant(
         "length penalty exponent alpha/2",
-        "seqtasks/search.py",
+        "seqtasks/search/beam.py",
         "return ((5.0 + length) / 6.0) ** alpha",
         "return ((5.0 + length) / 6.0) ** (alpha / 2)",
         ("test_search.py::test_length_penalty_is_wu_et_al",),
     ),
     Mutant(
         "a finished hypothesis' length counted without its EOS",
-        "seqtasks/search.py",
+        "seqtasks/search/beam.py",
         "keep(active[g], row, float(top_scores[g, rank]), t + 1, True)",
         "keep(active[g], row, float(top_scores[g, rank]), t, True)",
         ("test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration",),
     ),
     Mutant(
         "beam states reordered by sorted rows instead of the rows each candidate extends",
-        "seqtasks/search.py",
+        "seqtasks/search/beam.py",
         "rows = (offsets + origin.gather(1, pick)).view(-1)",
         "rows = (offsets + origin.gather(1, pick).sort(dim=1).values).view(-1)",
         ("test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration",),
     ),
     Mutant(
         "the attention padding mask dropped",
-        "seqtasks/attention.py",
+        "seqtasks/attention/scores.py",
         '        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))\n',
         "",
         ("test_reference_steps.py::test_attention_matches_reference",),
     ),
     Mutant(
         "scaled dot-product attention without its 1/sqrt(d)",
-        "seqtasks/attention.py",
+        "seqtasks/attention/scores.py",
         "keys.transpose(1, 2)) / math.sqrt(query.size(-1))",
         "keys.transpose(1, 2))",
         ("test_reference_steps.py::test_attention_matches_reference",),
     ),
     Mutant(
         "the Transformer's self-attention without its causal mask",
-        "seqtasks/transformer.py",
+        "seqtasks/attention/multihead.py",
         "is_causal=causal,",
         "is_causal=False,",
         ("test_reference_steps.py",),
@@ -209,13 +209,20 @@ MUTANTS = [
     ),
     Mutant(
         "files written in place instead of through a temporary file",
-        "seqtasks/files.py",
+        "seqtasks/io/files.py",
         "    tmp = path.with_name(_temporary_name(path))\n    try:\n"
         '        with open(tmp, "wb") as f:\n'
         "            yield f\n            f.flush()\n            os.fsync(f.fileno())\n"
         "        tmp.replace(path)\n    finally:\n        tmp.unlink(missing_ok=True)\n",
         '    with open(path, "wb") as f:\n        yield f\n',
         ("test_bad_input.py",),
+    ),
+    Mutant(
+        "an old config's seqtasks.schedules no longer resolves",
+        "seqtasks/__init__.py",
+        '    "seqtasks.schedules": "seqtasks.training.schedules",\n',
+        "",
+        ("test_old_checkpoints.py::test_class_paths_of_older_configs_still_resolve",),
     ),
 ]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from seqtasks.attention import (
+from seqtasks.attention.scores import (
     AdditiveAttention,
     DotAttention,
     GeneralAttention,

@@ -28,19 +28,19 @@ import torch
 from conftest import REPO, flickr8k_subset, load_script, write_toy_corpus
 from lightning.pytorch.cli import instantiate_module
 
-from seqtasks import downloads
-from seqtasks.checkpoints import AtomicCheckpointIO
-from seqtasks.cli import main as seqtasks_main
+from seqtasks.cli.main import main as seqtasks_main
 from seqtasks.data import CaptionData, ParsingData, TranslationData
 from seqtasks.data.captions import load_image
-from seqtasks.data.parsing import ParsingVocabulary
 from seqtasks.data.words import WordTokenizer
-from seqtasks.files import remove_stale_temporaries, temporary_path
-from seqtasks.linearisation import linearise
+from seqtasks.io import downloads
+from seqtasks.io.files import remove_stale_temporaries, temporary_path
+from seqtasks.io.plots import plot_bleu_by_length
 from seqtasks.metrics.captioning import score_captions
-from seqtasks.plots import plot_bleu_by_length
+from seqtasks.parsing.linearisation import linearise
+from seqtasks.parsing.trees import clean_tree, read_treebank, to_line
+from seqtasks.parsing.vocabulary import ParsingVocabulary
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
-from seqtasks.trees import clean_tree, read_treebank, to_line
+from seqtasks.training.checkpoints import AtomicCheckpointIO
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -1043,7 +1043,7 @@ def test_seqtasks_names_data_that_was_not_prepared(tmp_path, capsys, monkeypatch
 # ---- downloads: https only, pinned checksums, a cache keyed by URL ------------------------------
 @pytest.fixture
 def served(monkeypatch) -> dict[str, bytes]:
-    """{url: bytes} that `seqtasks.downloads` gets instead of going to the network; the URLs
+    """{url: bytes} that `seqtasks.io.downloads` gets instead of going to the network; the URLs
     it asked for are in `served["asked"]`, in order."""
     files: dict = {"asked": []}
 
@@ -1161,7 +1161,7 @@ def test_a_checkpoint_cut_short_by_a_kill_is_invisible_and_removed_at_the_next_s
 
 WRITE_AND_WAIT = """
 import sys, time
-from seqtasks.files import open_atomic
+from seqtasks.io.files import open_atomic
 with open_atomic(sys.argv[1]) as f:
     f.write(b"half a checkpoint")
     f.flush()

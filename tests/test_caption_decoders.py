@@ -8,10 +8,10 @@ import functools
 import pytest
 import torch
 
-from seqtasks.attention import GeneralAttention
+from seqtasks.attention.scores import GeneralAttention
 from seqtasks.decoders import HardAttentionDecoder, ShowTellDecoder, SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder
-from seqtasks.memory import Memory
+from seqtasks.layers.memory import Memory
 from seqtasks.search import beam_search, greedy
 
 VOCAB, D, B, GRID, T = 13, 10, 3, (2, 3), 6

@@ -12,14 +12,14 @@ import timm
 import torch
 from conftest import flickr8k_subset
 
-from seqtasks.attention import AdditiveAttention
+from seqtasks.attention.scores import AdditiveAttention
 from seqtasks.data import CaptionData, ShapesData
 from seqtasks.data.captions import load_image, read_captions
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.data.words import WordTokenizer, words
 from seqtasks.decoders import SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder, TimmEncoder
-from seqtasks.search import Hypothesis
+from seqtasks.search.hypothesis import Hypothesis
 from seqtasks.tasks import CaptioningTask
 from seqtasks.tasks.captioning import CHECKPOINT_KEY
 

@@ -7,7 +7,7 @@ import functools
 import pytest
 import torch
 
-from seqtasks.attention import (
+from seqtasks.attention.scores import (
     AdditiveAttention,
     DotAttention,
     GeneralAttention,
@@ -19,9 +19,9 @@ from seqtasks.decoders import (
     NoAttentionDecoder,
     TransformerDecoder,
 )
-from seqtasks.decoders.rnn import rnn_step
 from seqtasks.encoders import RNNEncoder
-from seqtasks.memory import Memory, lengths_to_mask
+from seqtasks.layers.memory import Memory, lengths_to_mask
+from seqtasks.layers.recurrent import rnn_step
 from seqtasks.search import greedy
 
 VOCAB, MEM, HID, B, S, T = 13, 16, 16, 3, 7, 6

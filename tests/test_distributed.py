@@ -21,7 +21,7 @@ from test_cli import seqtasks
 from torch import nn
 
 import seqtasks.data.batching as batching
-from seqtasks.cli import main
+from seqtasks.cli.main import main
 from seqtasks.data import TranslationData
 from seqtasks.data.batching import TokenBucketSampler, bucketed_loader
 

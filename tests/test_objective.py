@@ -18,7 +18,7 @@ from torch import Tensor
 from seqtasks.decoders import HardAttentionDecoder, SoftAttentionDecoder
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.encoders import ConvEncoder
-from seqtasks.memory import Memory
+from seqtasks.layers.memory import Memory
 from seqtasks.tasks import CaptioningTask
 
 V, D = 7, 4

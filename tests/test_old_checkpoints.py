@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,6 @@ SENTENCES = ["The dog barked .", "Stocks rose sharply in early trading .", "He s
 def call(app: str, argv: list[str], capsys: pytest.CaptureFixture, stdin: str = "") -> str:
     """Run an app's main in this process; its standard output."""
     import io
-    import sys
 
     module = load_script(f"apps/{app}.py")
     capsys.readouterr()
@@ -153,3 +153,30 @@ def close(expected, actual, path: str = "") -> None:
 def test_pre_redesign_checkpoints_say_what_they_said(capsys, tmp_path):
     expected = json.loads((FIXTURES / "expected.json").read_text())
     close(expected, app_outputs(capsys, tmp_path))
+
+
+def test_class_paths_of_older_configs_still_resolve(tmp_path, capsys, monkeypatch):
+    """A config written for seqtasks 0.1 names `seqtasks.schedules`, `seqtasks.callbacks` and
+    `seqtasks.checkpoints`, since moved under `seqtasks.training`: it still parses, to the same
+    classes."""
+    from seqtasks.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["seqtasks"])
+    config = (REPO / "configs/translation/transformer.yaml").read_text()
+    old = config.replace("seqtasks.training.", "seqtasks.")
+    assert old.count("seqtasks.schedules.InverseSqrtWarmup") == 1
+    assert old.count("seqtasks.checkpoints.LastCheckpoint") == 1
+    old = old.replace(
+        "  callbacks:\n", "  callbacks:\n    - class_path: seqtasks.callbacks.FitSummary\n", 1
+    )
+    (tmp_path / "old.yaml").write_text(old)
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--config", str(tmp_path / "old.yaml"), "--print_config"])
+    assert stop.value.code in (0, None)
+    printed = capsys.readouterr().out
+    for name in (
+        "schedules.InverseSqrtWarmup",
+        "checkpoints.LastCheckpoint",
+        "callbacks.FitSummary",
+    ):
+        assert f"seqtasks.training.{name}" in printed or f"seqtasks.{name}" in printed

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder
 from seqtasks.encoders import RNNEncoder
-from seqtasks.memory import lengths_to_mask
+from seqtasks.layers.memory import lengths_to_mask
 from seqtasks.search import beam_search, greedy
 
 SYMBOLS = 10

@@ -14,7 +14,7 @@ from seqtasks.metrics.parseval import (
     score_sentence,
     summary,
 )
-from seqtasks.trees import read_treebank
+from seqtasks.parsing.trees import read_treebank
 
 
 @pytest.fixture(scope="module")

@@ -15,24 +15,22 @@ import torch
 from conftest import REPO, load_script, subprocess_env, validate_counting_encodings
 from nltk import Tree
 
-from seqtasks.checkpoints import CheckpointError, load_task
-from seqtasks.cli import SeqtasksCLI
-from seqtasks.data.parsing import (
-    SPECIALS,
-    ParsingData,
-    ParsingVocabulary,
-    collate,
-    unknown_word_class,
-)
+from seqtasks.cli.main import SeqtasksCLI
+from seqtasks.data.batch import pad
+from seqtasks.data.parsing import ParsingData, collate
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
-from seqtasks.data.translation import pad
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.encoders import RNNEncoder
-from seqtasks.linearisation import BracketConstraint, delinearise, repair
+from seqtasks.io.checkpoint_files import CheckpointError, load_task
 from seqtasks.metrics.parseval import score_corpus
-from seqtasks.search import beam_search, greedy, max_lengths, sample
+from seqtasks.parsing.constraint import BracketConstraint
+from seqtasks.parsing.linearisation import delinearise, repair
+from seqtasks.parsing.trees import read_treebank, read_trees, to_line
+from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary, unknown_word_class
+from seqtasks.search import beam_search
+from seqtasks.search.hypothesis import max_lengths
+from seqtasks.search.single_path import greedy, sample
 from seqtasks.tasks.parsing import ParsingTask
-from seqtasks.trees import read_treebank, read_trees, to_line
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 `--trainer.precision bf16-mixed`), forward and backward, on any CPU.
 
 PyTorch's autocast path for the LSTM fails on CPUs without AVX-512 ("could not create a
-primitive descriptor for the LSTM forward propagation primitive"); `seqtasks.encoders.rnn.recur`
+primitive descriptor for the LSTM forward propagation primitive"); `seqtasks.layers.recurrent.recur`
 runs it on bfloat16 tensors instead. These tests are the regression test for that crash on such
 machines, and check on every machine that bfloat16 stays close to float32.
 """
@@ -22,7 +22,7 @@ from seqtasks.decoders import (
     SoftAttentionDecoder,
 )
 from seqtasks.encoders import RNNEncoder
-from seqtasks.memory import lengths_to_mask
+from seqtasks.layers.memory import lengths_to_mask
 
 VOCAB, B, S, T = 11, 3, 6, 5
 LENGTHS = torch.tensor([6, 3, 1])

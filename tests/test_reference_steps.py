@@ -30,7 +30,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention import (
+from seqtasks.attention.multihead import CrossAttention, SelfAttention
+from seqtasks.attention.scores import (
     AdditiveAttention,
     Attention,
     DotAttention,
@@ -48,8 +49,7 @@ from seqtasks.decoders import (
     TransformerDecoder,
 )
 from seqtasks.decoders.rnn import RNNDecoder
-from seqtasks.memory import Memory, lengths_to_mask
-from seqtasks.transformer import CrossAttention, SelfAttention
+from seqtasks.layers.memory import Memory, lengths_to_mask
 
 B, S, D, T, V = 2, 4, 6, 3, 9
 E, H, A, L = 5, 6, 4, 3

@@ -16,18 +16,14 @@ from conftest import load_script
 from test_cli import seqtasks
 from torch import Tensor
 
-from seqtasks.checkpoints import (
-    AtomicCheckpointIO,
-    CheckpointError,
-    average_checkpoints,
-    load_task,
-)
-from seqtasks.cli import SeqtasksCLI, main
+from seqtasks.cli.main import SeqtasksCLI, main
 from seqtasks.data import DatesData
 from seqtasks.data.batching import bucketed_loader
 from seqtasks.decoders import BahdanauDecoder
 from seqtasks.encoders import RNNEncoder
+from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints, load_task
 from seqtasks.tasks import TranslationTask
+from seqtasks.training.checkpoints import AtomicCheckpointIO
 
 REPO = Path(__file__).resolve().parents[1]
 DATES = REPO / "configs" / "translation" / "dates.yaml"

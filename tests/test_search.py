@@ -12,16 +12,10 @@ import torch
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders import RNNEncoder
-from seqtasks.memory import Memory, lengths_to_mask
-from seqtasks.search import (
-    _log_probs,
-    _row_candidates,
-    beam_search,
-    greedy,
-    length_penalty,
-    max_lengths,
-    sample,
-)
+from seqtasks.layers.memory import Memory, lengths_to_mask
+from seqtasks.search import beam_search, length_penalty
+from seqtasks.search.hypothesis import constrained_log_probs, max_lengths, row_candidates
+from seqtasks.search.single_path import greedy, sample
 
 VOCAB, BOS, EOS = 12, 2, 3
 LENGTHS = [6, 3, 5, 1]
@@ -478,7 +472,7 @@ def test_constraints(case):
 
 
 class _EvenTokens:
-    """A constraint that allows only even token ids (for `_row_candidates`)."""
+    """A constraint that allows only even token ids (for `row_candidates`)."""
 
     def allowed(self, state: None) -> torch.Tensor:
         return (torch.arange(VOCAB) % 2 == 0).expand(state, VOCAB)
@@ -492,10 +486,10 @@ def test_row_candidates_hold_the_best_extensions_of_every_input(constrained):
     logits = torch.randn(inputs * k, VOCAB, generator=torch.Generator().manual_seed(0))
     scores = torch.randn(inputs, k, generator=torch.Generator().manual_seed(1))
     constraint = _EvenTokens() if constrained else None
-    full = _log_probs(logits, constraint, inputs * k)  # (n·K, V)
+    full = constrained_log_probs(logits, constraint, inputs * k)  # (n·K, V)
     expected, _ = (scores.view(-1, 1) + full).view(inputs, -1).topk(2 * k, dim=-1)
 
-    row_scores, row_tokens = _row_candidates(logits, constraint, inputs * k, 2 * k)
+    row_scores, row_tokens = row_candidates(logits, constraint, inputs * k, 2 * k)
     assert torch.allclose(row_scores, full.gather(1, row_tokens), atol=1e-6)
     got, _ = (scores.view(-1, 1) + row_scores).view(inputs, -1).topk(2 * k, dim=-1)
     assert torch.allclose(got, expected, atol=1e-6)

@@ -17,9 +17,9 @@ import pytest
 import torch
 from conftest import REPO, subprocess_env, write_toy_corpus
 
-import seqtasks.data.shards as shards
+import seqtasks.data.streaming.shards as shards
 from seqtasks.data import ShardedTranslationData, TranslationData, train_sentencepiece
-from seqtasks.data.shards import MANIFEST, stream_lines, write_shards
+from seqtasks.data.streaming.shards import MANIFEST, stream_lines, write_shards
 from seqtasks.data.text import read_lines
 from seqtasks.decoders import LuongDecoder
 from seqtasks.encoders import RNNEncoder

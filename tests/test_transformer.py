@@ -13,12 +13,12 @@ from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
 from seqtasks.decoders.base import Decoder
 from seqtasks.decoders.transformer import TransformerDecoder
-from seqtasks.dropout import Dropout
 from seqtasks.encoders import TransformerEncoder
-from seqtasks.memory import Memory, lengths_to_mask
-from seqtasks.schedules import InverseSqrtWarmup
+from seqtasks.layers.dropout import Dropout
+from seqtasks.layers.memory import Memory, lengths_to_mask
+from seqtasks.layers.transformer import grid_positions, sinusoidal_table
 from seqtasks.search import beam_search, greedy
-from seqtasks.transformer import grid_positions, sinusoidal_table
+from seqtasks.training.schedules import InverseSqrtWarmup
 
 VOCAB, B, S = 13, 3, 7
 LENGTHS = torch.tensor([7, 4, 2])

@@ -11,7 +11,7 @@ import sacrebleu
 import torch
 from conftest import validate_counting_encodings
 
-from seqtasks.attention import GeneralAttention
+from seqtasks.attention.scores import GeneralAttention
 from seqtasks.data import TranslationData
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from nltk import Tree
 
-from seqtasks.linearisation import (
+from seqtasks.parsing.linearisation import (
     MAX_DEPTH,
     XX,
     delinearise,
@@ -16,7 +16,7 @@ from seqtasks.linearisation import (
     repair,
     tree_from_output,
 )
-from seqtasks.trees import (
+from seqtasks.parsing.trees import (
     TreebankError,
     clean_tree,
     read_treebank,

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from seqtasks.data.batch import pad
 from seqtasks.data.captions import (
     TEST_IMAGES,
     VAL_IMAGES,
@@ -23,7 +24,6 @@ from seqtasks.data.captions import (
 from seqtasks.data.features import FeatureCache
 from seqtasks.data.shapes import LEVELS, Scene, write_world
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
-from seqtasks.data.translation import pad
 from seqtasks.data.words import WordTokenizer
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.data.translation import TranslationData
-from seqtasks.files import write_atomic
+from seqtasks.io.files import write_atomic
 
 MONTHS = [
     "january",

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from seqtasks.data.captions import load_image
-from seqtasks.files import temporary_path
+from seqtasks.io.files import temporary_path
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from seqtasks.files import write_atomic
+from seqtasks.io.files import write_atomic
 
 GRID = 3
 COLOURS = {

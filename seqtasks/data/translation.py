@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import lightning as L
 import torch
-from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
+from seqtasks.data.batch import Batch, ParallelDataset, pad
 from seqtasks.data.batching import bucketed_loader
 from seqtasks.data.text import read_parallel
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
@@ -21,64 +19,11 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Batch:
-    """A padded batch. Token tensors are (B, S) or (B, T); masks are true on real tokens.
-
-    `tgt_in` is BOS y_1 … y_n and `tgt_out` is y_1 … y_n EOS; `index` numbers the examples in
-    their split, so results gathered from several processes can be put back in order.
-    """
-
-    src: Tensor
-    src_mask: Tensor
-    tgt_in: Tensor
-    tgt_out: Tensor
-    index: Tensor
-    src_text: list[str]
-    tgt_text: list[str]
-
-    def __len__(self) -> int:
-        return self.src.size(0)
-
-
-@dataclass
 class Example:
     src: list[int]
     tgt: list[int]
     src_text: str
     tgt_text: str
-
-
-class Pair(Protocol):
-    """An example with a token-id source and target, as `ParallelDataset` holds them."""
-
-    src: list[int]
-    tgt: list[int]
-
-
-class ParallelDataset(Dataset):
-    """Tokenised (source, target) examples, held in memory: sentence pairs here, sentences and
-    their linearised trees in parsing."""
-
-    def __init__(self, examples: Sequence[Pair]):
-        self.examples = examples
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, i: int) -> tuple[int, Pair]:
-        return i, self.examples[i]
-
-    def lengths(self) -> list[int]:
-        """Per example, the longer side in tokens including BOS/EOS (what padding costs)."""
-        return [max(len(e.src), len(e.tgt)) + 1 for e in self.examples]
-
-
-def pad(sequences: list[list[int]]) -> Tensor:
-    """Right-pad id lists with PAD_ID -> (B, max length)."""
-    out = torch.full((len(sequences), max(map(len, sequences))), PAD_ID, dtype=torch.long)
-    for row, ids in enumerate(sequences):
-        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return out
 
 
 def collate(items: list[tuple[int, Example]]) -> Batch:

@@ -10,10 +10,12 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, rnn_step, top_layer
-from seqtasks.memory import Memory
+from seqtasks.decoders.readouts import MaxoutReadout
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import rnn_step, top_layer
 
 
 class BahdanauDecoder(RNNDecoder):

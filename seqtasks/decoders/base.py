@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from seqtasks.memory import Memory
+from seqtasks.layers.memory import Memory
 
 
 @dataclass

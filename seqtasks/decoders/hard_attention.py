@@ -9,10 +9,10 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.rnn import RNNState
 from seqtasks.decoders.show_attend_tell import SoftAttentionDecoder
-from seqtasks.memory import Memory
+from seqtasks.layers.memory import Memory
 
 
 @dataclass

@@ -10,11 +10,11 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention import Attention, GeneralAttention
+from seqtasks.attention.scores import Attention, GeneralAttention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
-from seqtasks.encoders.rnn import recur
-from seqtasks.memory import Memory
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import recur, rnn_step
 
 
 class LuongDecoder(RNNDecoder):

@@ -9,9 +9,10 @@ import torch
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import MaxoutReadout, RNNDecoder, RNNState, rnn_step
-from seqtasks.encoders.rnn import recur
-from seqtasks.memory import Memory
+from seqtasks.decoders.readouts import MaxoutReadout
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import recur, rnn_step
 
 
 class NoAttentionDecoder(RNNDecoder):

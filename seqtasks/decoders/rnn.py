@@ -1,4 +1,6 @@
-"""Pieces shared by the recurrent decoders: the recurrent stack, its state, the deep output."""
+"""What the recurrent decoders share: the recurrent stack, its state, initialisation, attention
+over the memory and `reorder`.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from seqtasks.decoders.base import Decoder
-from seqtasks.dropout import Dropout, dropout
-from seqtasks.encoders.rnn import Hidden, layer_weights
+from seqtasks.layers.dropout import Dropout
+from seqtasks.layers.recurrent import Hidden, select_rows, top_layer
 
 
 @dataclass
@@ -26,60 +28,6 @@ class RNNState:
     values: Tensor | None = None  # (B, S, D) annotations
     mask: Tensor | None = None  # (B, S)
     feed: Tensor | None = None  # (R, D_f) extra input carried to the next step (Luong, plain c)
-
-
-def top_layer(hidden: Hidden) -> Tensor:
-    """(B, H) the top layer's hidden state s (h for an LSTM)."""
-    h = hidden[0] if isinstance(hidden, tuple) else hidden
-    return h[-1]
-
-
-def rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, hidden: Hidden) -> tuple[Tensor, Hidden]:
-    """One time step of a stacked `nn.LSTM`/`nn.GRU`, with its weights and, in training, its
-    dropout between layers: (R, input) and hidden of (layers, R, H) -> the top layer's output
-    (R, H) and the new hidden.
-
-    Each layer runs as one fused cell (`torch.lstm_cell`, `torch.gru_cell`). Calling the module
-    on a sequence of length 1 gives the same numbers, but on a CPU its fused-RNN kernel has a
-    large fixed cost per call: on a training batch of 24 rows the cells are 1.4× faster forward
-    and backward (`bench/rnn_kernels.py`, 2 threads).
-    """
-    lstm = isinstance(hidden, tuple)
-    outputs, cells = [], []
-    for layer in range(rnn.num_layers):
-        if layer > 0:
-            x = dropout(x, rnn.dropout, rnn.training)
-        weights = layer_weights(rnn, layer)
-        if lstm:
-            x, c = torch.lstm_cell(x, (hidden[0][layer], hidden[1][layer]), *weights)
-            cells.append(c)
-        else:
-            x = torch.gru_cell(x, hidden[layer], *weights)
-        outputs.append(x)
-    h = torch.stack(outputs)  # (layers, R, H)
-    return x, ((h, torch.stack(cells)) if lstm else h)
-
-
-def _select_rows(hidden: Hidden, index: Tensor) -> Hidden:
-    if isinstance(hidden, tuple):
-        return tuple(h.index_select(1, index) for h in hidden)  # type: ignore[return-value]
-    return hidden.index_select(1, index)
-
-
-class MaxoutReadout(nn.Module):
-    """Deep output (Pascanu et al. 2014; the maxout of Bahdanau et al. 2015 App. A.2.2):
-    t = maxout(W_t [inputs]) with pools of 2, then logits = W_o t."""
-
-    def __init__(self, in_dim: int, readout_dim: int, vocab_size: int, dropout: float):
-        super().__init__()
-        self.hidden = nn.Linear(in_dim, 2 * readout_dim)
-        self.dropout = Dropout(dropout)
-        self.out = nn.Linear(readout_dim, vocab_size)
-
-    def forward(self, features: Tensor) -> Tensor:
-        """(…, in_dim) -> (…, V)"""
-        t = self.hidden(features).unflatten(-1, (-1, 2)).amax(dim=-1)  # (…, readout_dim)
-        return self.out(self.dropout(t))
 
 
 class RNNDecoder(Decoder):
@@ -153,7 +101,7 @@ class RNNDecoder(Decoder):
     def reorder(self, state: RNNState, index: Tensor) -> RNNState:
         rows = top_layer(state.hidden).size(0)
         feed = None if state.feed is None else state.feed.index_select(0, index)
-        state = replace(state, hidden=_select_rows(state.hidden, index), feed=feed)
+        state = replace(state, hidden=select_rows(state.hidden, index), feed=feed)
         if state.keys is not None and index.numel() != rows:  # whole inputs were dropped
             group = rows // state.keys.size(0)
             inputs = index[::group] // group

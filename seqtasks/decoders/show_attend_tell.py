@@ -9,38 +9,12 @@ from dataclasses import replace
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention import AdditiveAttention, Attention
+from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step, top_layer
-from seqtasks.dropout import Dropout
-from seqtasks.memory import Memory
-
-
-class DeepOutput(nn.Module):
-    """The deep output layer of Xu et al. (eq. 7):
-
-        p(y_t | a, y_<t) ∝ exp(L_o(E y_{t−1} + L_h h_t + L_z ẑ_t))
-
-    as printed, with dropout on the sum (the authors' code also puts a tanh on the sum before
-    the dropout; eq. 7 has none, and neither has this layer). `context_dim` 0 leaves L_z ẑ
-    out (the no-attention control).
-    """
-
-    def __init__(
-        self, embed_dim: int, hidden_size: int, context_dim: int, vocab_size: int, dropout: float
-    ):
-        super().__init__()
-        self.L_h = nn.Linear(hidden_size, embed_dim)
-        self.L_z = nn.Linear(context_dim, embed_dim, bias=False) if context_dim else None
-        self.dropout = Dropout(dropout)
-        self.L_o = nn.Linear(embed_dim, vocab_size)
-
-    def forward(self, embedded: Tensor, h: Tensor, z: Tensor | None = None) -> Tensor:
-        """(…, m) E y_{t−1}, (…, n) h_t, (…, D) ẑ_t -> (…, V) logits."""
-        deep = embedded + self.L_h(h)  # (…, m)
-        if self.L_z is not None:
-            deep = deep + self.L_z(z)
-        return self.L_o(self.dropout(deep))
+from seqtasks.decoders.readouts import DeepOutput
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import rnn_step, top_layer
 
 
 class SoftAttentionDecoder(RNNDecoder):

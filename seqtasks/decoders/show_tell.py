@@ -7,10 +7,10 @@ from dataclasses import replace
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState, rnn_step
-from seqtasks.decoders.show_attend_tell import DeepOutput
-from seqtasks.encoders.rnn import recur
-from seqtasks.memory import Memory
+from seqtasks.decoders.readouts import DeepOutput
+from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import recur, rnn_step
 
 
 class ShowTellDecoder(RNNDecoder):

@@ -9,16 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqtasks.attention.multihead import CrossAttention, SelfAttention
 from seqtasks.decoders.base import Decoder, DecoderOutput
-from seqtasks.memory import Memory
-from seqtasks.transformer import (
-    CrossAttention,
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.transformer import (
     Embeddings,
     FeedForward,
     NormPlacement,
     PositionKind,
     Residual,
-    SelfAttention,
     StackNorm,
     Stream,
     grid_positions,
@@ -134,7 +133,8 @@ class TransformerDecoder(Decoder):
         grid_positions: add 2-D sinusoidal positions to a memory that comes from an image grid
             (`memory.grid` set), since attention alone cannot tell where a cell is.
         activation_checkpointing: in teacher-forced training, recompute each layer in the
-            backward pass instead of storing its activations (`seqtasks.transformer.recomputed`);
+            backward pass instead of storing its activations
+            (`seqtasks.layers.transformer.recomputed`);
             `step` never does.
     """
 

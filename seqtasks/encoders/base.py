@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from seqtasks.memory import Memory
+from seqtasks.layers.memory import Memory
 
 
 class Encoder(nn.Module):

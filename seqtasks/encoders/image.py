@@ -11,10 +11,10 @@ import timm
 import torch
 from torch import Tensor, nn
 
-from seqtasks.dropout import Dropout
 from seqtasks.encoders.base import Encoder
 from seqtasks.encoders.pretrained import create_backbone
-from seqtasks.memory import Memory
+from seqtasks.layers.dropout import Dropout
+from seqtasks.layers.memory import Memory
 
 
 def cell_coordinates(height: int, width: int, like: Tensor) -> Tensor:

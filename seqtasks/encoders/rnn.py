@@ -7,11 +7,10 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqtasks.dropout import Dropout, dropout
 from seqtasks.encoders.base import Encoder
-from seqtasks.memory import Memory
-
-Hidden = Tensor | tuple[Tensor, Tensor]  # GRU: (layers, B, H); LSTM: (h, c)
+from seqtasks.layers.dropout import Dropout, dropout
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.recurrent import recur
 
 
 class RNNEncoder(Encoder):
@@ -92,47 +91,6 @@ class RNNEncoder(Encoder):
         h0 = x.new_zeros(1, x.size(0), self.rnn.hidden_size)
         hidden = (h0, h0) if isinstance(self.rnn, nn.LSTM) else h0
         return recur(self.rnn, x, hidden, layer, suffix)[0]
-
-
-def recur(
-    rnn: nn.LSTM | nn.GRU, x: Tensor, hidden: Hidden, layer: int | None = None, suffix: str = ""
-) -> tuple[Tensor, Hidden]:
-    """Run `rnn` over (B, T, D) batch-first inputs from `hidden` -> (B, T, H) outputs of the
-    top layer and the final hidden: all its layers (one direction) with its dropout between
-    them in training, or only `layer` with the weights of direction `suffix` ("_reverse" for
-    the backward one) and no dropout.
-
-    Under CPU autocast an LSTM runs on inputs, weights and state cast to the autocast dtype
-    with autocast off. Autocast's own path for `torch.lstm` fails on CPUs without AVX-512
-    ("could not create a primitive descriptor for the LSTM forward propagation primitive",
-    torch 2.14 on an AVX2 AMD EPYC); the same operation on bfloat16 tensors runs everywhere.
-    """
-    lstm = isinstance(rnn, nn.LSTM)
-    layers = range(rnn.num_layers) if layer is None else [layer]
-    weights = [w for i in layers for w in layer_weights(rnn, i, suffix)]
-    dropout = rnn.dropout if layer is None else 0.0
-    args = (len(layers), dropout, rnn.training, False, True)  # layers, p, train, bidi, batch first
-    if not lstm:
-        return torch.gru(x, hidden, weights, True, *args)
-    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-        dtype = torch.get_autocast_dtype("cpu")
-        x, hidden = x.to(dtype), tuple(h.to(dtype) for h in hidden)
-        weights = [w.to(dtype) for w in weights]
-        with torch.autocast("cpu", enabled=False):
-            outputs, h, c = torch.lstm(x, hidden, weights, True, *args)
-    else:
-        outputs, h, c = torch.lstm(x, hidden, weights, True, *args)
-    return outputs, (h, c)
-
-
-def layer_weights(rnn: nn.LSTM | nn.GRU, layer: int, suffix: str = "") -> list[Tensor]:
-    """W_ih, W_hh, b_ih, b_hh of one layer of `rnn`, of its backward direction with suffix
-    "_reverse": the arguments `torch.lstm_cell`, `torch.gru_cell` and a one-layer
-    `torch.lstm`/`torch.gru` take."""
-    return [
-        getattr(rnn, f"{name}_l{layer}{suffix}")
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-    ]
 
 
 def _gather_time(x: Tensor, index: Tensor) -> Tensor:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from seqtasks.attention.multihead import SelfAttention
 from seqtasks.encoders.base import Encoder
-from seqtasks.memory import Memory
-from seqtasks.transformer import (
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.transformer import (
     Embeddings,
     FeedForward,
     NormPlacement,
     PositionKind,
     Residual,
-    SelfAttention,
     StackNorm,
     Stream,
     init_linear_layers,
@@ -63,7 +63,7 @@ class TransformerEncoder(Encoder):
         max_positions: the longest source accepted.
         pad_id: the padding token.
         activation_checkpointing: in training, recompute each layer in the backward pass
-            instead of storing its activations (`seqtasks.transformer.recomputed`).
+            instead of storing its activations (`seqtasks.layers.transformer.recomputed`).
     """
 
     def __init__(

@@ -18,9 +18,11 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder
-from seqtasks.memory import Memory
-from seqtasks.random_state import random_state, set_random_state
-from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
+from seqtasks.layers.memory import Memory
+from seqtasks.search.beam import beam_search
+from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
+from seqtasks.search.single_path import greedy
+from seqtasks.training.random_state import random_state, set_random_state
 
 RESUME_KEY = "seqtasks_resume"  # per process: what a resumed run needs beyond Lightning's state
 

@@ -12,15 +12,15 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from seqtasks.checkpoints import stored_entries
 from seqtasks.data.captioning import CaptionBatch
 from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.image import GridEncoder
-from seqtasks.memory import Memory
+from seqtasks.io.checkpoint_files import stored_entries
+from seqtasks.layers.memory import Memory
 from seqtasks.metrics.captioning import score_captions
 from seqtasks.metrics.shapes import Judgement, judge, summarise
-from seqtasks.search import Hypothesis
+from seqtasks.search.hypothesis import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Evaluated
 
 CHECKPOINT_KEY = "seqtasks"

@@ -12,19 +12,20 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from nltk import Tree
 from torch import Tensor
 
-from seqtasks.checkpoints import stored_entries
+from seqtasks.data.batch import Batch, pad
 from seqtasks.data.batching import TokenBucketSampler
-from seqtasks.data.parsing import SPECIALS, ParsingVocabulary
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID
-from seqtasks.data.translation import Batch, pad
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
-from seqtasks.linearisation import BracketConstraint, tree_from_output
-from seqtasks.memory import Memory
+from seqtasks.io.checkpoint_files import stored_entries
+from seqtasks.layers.memory import Memory
 from seqtasks.metrics.parseval import score_corpus
-from seqtasks.search import Hypothesis
+from seqtasks.parsing.constraint import BracketConstraint
+from seqtasks.parsing.linearisation import tree_from_output
+from seqtasks.parsing.trees import NONE_TAG, ROOT, read_trees, to_line
+from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary
+from seqtasks.search.hypothesis import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
-from seqtasks.trees import NONE_TAG, ROOT, read_trees, to_line
 
 CHECKPOINT_KEY = "seqtasks"
 

@@ -10,14 +10,15 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from seqtasks.checkpoints import stored_entries
+from seqtasks.data.batch import Batch, pad
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
-from seqtasks.data.translation import Batch, encode_source, pad
+from seqtasks.data.translation import encode_source
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
+from seqtasks.io.checkpoint_files import stored_entries
 from seqtasks.metrics.bleu import score_corpus
-from seqtasks.search import Hypothesis
+from seqtasks.search.hypothesis import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
 
 CHECKPOINT_KEY = "seqtasks"

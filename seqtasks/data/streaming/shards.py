@@ -30,7 +30,7 @@ from torch.utils.data import Dataset
 
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 from seqtasks.data.translation import Example
-from seqtasks.files import open_atomic, write_atomic
+from seqtasks.io.files import open_atomic, write_atomic
 
 FORMAT = "seqtasks-shards-1"
 MANIFEST = "manifest.json"

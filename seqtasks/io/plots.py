@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from seqtasks.files import temporary_path  # noqa: E402
+from seqtasks.io.files import temporary_path  # noqa: E402
 
 
 def _save(figure: plt.Figure, path: str | Path) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from seqtasks.data.shards import MANIFEST, SIDES, ShardedPairs, digest, read_manifest
+from seqtasks.data.streaming.shards import MANIFEST, SIDES, ShardedPairs, digest, read_manifest
 from seqtasks.data.translation import TranslationData
 
 log = logging.getLogger(__name__)

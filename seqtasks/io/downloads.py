@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import BinaryIO
 
-from seqtasks.files import open_atomic
+from seqtasks.io.files import open_atomic
 
 CHUNK = 1 << 20
 

@@ -8,8 +8,8 @@ import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_only
 
-from seqtasks.files import write_atomic
-from seqtasks.plots import plot_attention
+from seqtasks.io.files import write_atomic
+from seqtasks.io.plots import plot_attention
 
 
 class AttentionPlots(L.Callback):

@@ -27,8 +27,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from seqtasks.checkpoints import AtomicCheckpointIO, CheckpointError, require_task
+from seqtasks.io.checkpoint_files import CheckpointError, require_task
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+from seqtasks.training.checkpoints import AtomicCheckpointIO
 
 TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
 

@@ -1,0 +1,152 @@
+"""Multi-head attention of the Transformer (Vaswani et al. 2017, §3.2.2), self and cross.
+
+It runs on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU); attention weights
+are computed explicitly only where they are asked for (the attention loss terms, plots,
+search).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """(B, T, D) -> (B, H, T, D/H)"""
+    return x.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B, H, T, D/H) -> (B, T, D)"""
+    return x.transpose(1, 2).flatten(2)
+
+
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(q kᵀ / √d_k) with masked keys at −∞: (…, T, d), (…, S, d) -> (…, T, S)."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused Q/K/V projection (§3.2.2).
+
+    Args:
+        d_model: model width D.
+        num_heads: H; D must divide by it.
+        dropout: on the attention weights (training only).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.heads = num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, T, D) -> q, k, v, each (B, H, T, D/H)."""
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
+
+    def forward(self, x: Tensor, key_mask: Tensor | None = None, causal: bool = False) -> Tensor:
+        """(B, T, D) -> (B, T, D). `key_mask` (B, T) hides padding keys; `causal` hides the
+        future, so position t sees positions ≤ t only."""
+        q, k, v = self.project(x)
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        context = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=causal,
+        )  # fmt: skip
+        return self.out(merge_heads(context))
+
+    def step(
+        self, x: Tensor, keys: Tensor, values: Tensor, rows: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """One new position per row attending to its cached prefix and itself.
+
+        x (R, 1, D); keys, values (R', H, t, D/H) of the earlier positions; `rows` (R,), if
+        given, the cache row each row continues (beam search's reordering, applied here in
+        the same copy that extends the cache) -> the output (R, 1, D) and the caches extended
+        to t+1 positions (R, H, t+1, D/H).
+        """
+        q, k, v = self.project(x)
+        keys, values = _extend(keys, k, rows), _extend(values, v, rows)
+        context = F.scaled_dot_product_attention(q, keys, values)
+        return self.out(merge_heads(context)), keys, values
+
+
+def _extend(cache: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """cache (R', H, t, d) rows `rows` (all, in order, if None), then `new` (R, H, 1, d) ->
+    (R, H, t+1, d), in one copy of the cache."""
+    if rows is None:
+        return torch.cat([cache, new], dim=2)
+    t = cache.size(2)
+    out = new.new_empty(new.size(0), new.size(1), t + 1, new.size(3))
+    torch.index_select(cache, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from decoder positions to the memory (§3.2.3).
+
+    Keys and values are projected once per input by `project_memory`; during search the K
+    hypotheses of an input attend together as K queries, so the memory is never repeated.
+
+    Args:
+        d_model: model width D.
+        memory_dim: width of the annotations (any encoder's `out_dim`).
+        num_heads: H.
+        dropout: on the attention weights (training only).
+    """
+
+    def __init__(self, d_model: int, memory_dim: int, num_heads: int, dropout: float):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.heads = num_heads
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(memory_dim, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def project_memory(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        """(B, S, D_m) annotations -> keys, values (B, H, S, D/H)."""
+        k, v = self.kv(states).chunk(2, dim=-1)
+        return split_heads(k, self.heads), split_heads(v, self.heads)
+
+    def forward(
+        self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, D) queries; keys/values from `project_memory`; mask (B, S).
+
+        Returns the output (B, T, D) and, if asked, the weights averaged over heads (B, T, S).
+        With B_q = K·B query rows (K hypotheses per input, adjacent), the K rows of an input
+        attend to its memory together.
+        """
+        groups = keys.size(0)
+        rows, length = x.size(0), x.size(1)
+        # (K·B, T, D) -> (B, H, K·T, D/H): an input's hypotheses become extra query positions.
+        q = split_heads(self.q(x).reshape(groups, -1, x.size(-1)), self.heads)
+        key_mask = mask[:, None, None, :]
+        if need_weights:
+            alpha = attention_weights(q, keys, key_mask)  # (B, H, K·T, S)
+            if self.training and self.dropout:
+                context = F.dropout(alpha, self.dropout) @ values
+            else:
+                context = alpha @ values
+            weights = alpha.mean(dim=1).reshape(rows, length, -1)
+        else:
+            context = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=key_mask,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # fmt: skip
+            weights = None
+        return self.out(merge_heads(context).reshape(rows, length, -1)), weights

@@ -1,0 +1,2 @@
+"""Constituency parsing as translation: trees, their bracket sequences, vocabularies, the
+output grammar."""

@@ -1,0 +1,106 @@
+"""Parsing's two vocabularies: source words (with unknown-word classes) and target tokens.
+
+The source vocabulary is word level, not subword: the decoder writes one preterminal per input
+word, so attention that moves one annotation per word is what the output needs, and the
+constraint counts words. Words seen fewer than `min_count` times in training are read as an
+unknown-word class from their shape and suffix (as the Berkeley parser's signatures, Petrov et
+al. 2006), and during training a word seen c times is read as its class with probability
+α / (α + c) (word dropout, Kiperwasser & Goldberg 2016), so the classes are learnt from real
+contexts and carry what the model knows about unseen words.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from nltk import Tree
+
+from seqtasks.data.tokenizer import UNK_ID
+from seqtasks.parsing.linearisation import linearise
+
+SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]  # at PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+
+SUFFIXES = ("ing", "ed", "ion", "er", "est", "ly", "ity", "al", "ble", "ic", "ive", "y", "s")
+
+
+def unknown_word_class(word: str) -> str:
+    """The token an unknown word is read as: its capitalisation, digits, dash and suffix,
+    e.g. `Cap-ing` for "Bankrolling", `other-num` for "3.5"."""
+    if word.isupper():
+        shape = "CAPS"
+    elif word[:1].isupper():
+        shape = "Cap"
+    else:
+        shape = "low" if word[:1].islower() else "other"
+    features = [shape]
+    if any(c.isdigit() for c in word):
+        features.append("num")
+    if "-" in word:
+        features.append("dash")
+    lowered = word.lower()
+    features += [s for s in SUFFIXES if lowered.endswith(s) and len(word) > len(s) + 2][:1]
+    return "<unk-" + "-".join(features) + ">"
+
+
+@dataclass
+class ParsingVocabulary:
+    """Source words and target tokens, and how sentences and trees become ids.
+
+    Attributes:
+        words: the source token of each id: SPECIALS, the words, the unknown-word classes.
+        tokens: the target token of each id: SPECIALS, then brackets and preterminals.
+        tags: preterminals are POS tags instead of `XX`.
+        reverse: the words are fed in reverse order (Vinyals et al. 2015).
+    """
+
+    words: list[str]
+    tokens: list[str]
+    tags: bool
+    reverse: bool
+
+    def __post_init__(self):
+        self.word_ids = {w: i for i, w in enumerate(self.words)}
+        self.token_ids = {t: i for i, t in enumerate(self.tokens)}
+
+    @classmethod
+    def build(
+        cls, trees: Sequence[Tree], tags: bool, reverse: bool, min_count: int
+    ) -> ParsingVocabulary:
+        """From training trees: words seen at least `min_count` times, the classes of all
+        training words, and every target token."""
+        counts = Counter(w for tree in trees for w in tree.leaves())
+        frequent = sorted(w for w, c in counts.items() if c >= min_count)
+        classes = sorted({unknown_word_class(w) for w in counts})
+        tokens = sorted({t for tree in trees for t in linearise(tree, tags)})
+        return cls(SPECIALS + frequent + classes, SPECIALS + tokens, tags, reverse)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain lists and flags, as stored in checkpoints."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> ParsingVocabulary:
+        return cls(**stored)
+
+    def ordered(self, items: list) -> list:
+        """Source positions in the order the encoder reads them."""
+        return items[::-1] if self.reverse else items
+
+    def unknown_id(self, word: str) -> int:
+        return self.word_ids.get(unknown_word_class(word), UNK_ID)
+
+    def encode_words(self, words: Sequence[str]) -> list[int]:
+        """Source ids (no EOS), unknown words as their class."""
+        ids = [self.word_ids.get(w) for w in words]
+        return self.ordered([self.unknown_id(w) if i is None else i for i, w in zip(ids, words)])
+
+    def encode_tree(self, tree: Tree) -> list[int]:
+        """Target ids of the tree's bracket sequence (no BOS/EOS)."""
+        return [self.token_ids.get(t, UNK_ID) for t in linearise(tree, self.tags)]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]

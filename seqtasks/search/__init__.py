@@ -1,0 +1,21 @@
+"""Search over any `Decoder` through its contract: greedy, sampling and batched beam search.
+
+Each function decodes a whole batch at once and returns, for every input, a list of
+`Hypothesis` (one for greedy and sampling, up to `n_best` for beam search), best first.
+An optional `Constraint` removes tokens from the choice at every step (their log-probability
+becomes −inf; the others keep theirs), e.g. to allow only well-formed bracket sequences.
+"""
+
+from seqtasks.search.beam import beam_search, length_penalty
+from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
+from seqtasks.search.single_path import greedy, sample
+
+__all__ = [
+    "Constraint",
+    "Hypothesis",
+    "beam_search",
+    "greedy",
+    "length_penalty",
+    "max_lengths",
+    "sample",
+]

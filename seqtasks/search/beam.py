@@ -1,0 +1,138 @@
+"""Batched beam search with length normalisation and n-best lists."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from seqtasks.decoders.base import Decoder
+from seqtasks.layers.memory import Memory
+from seqtasks.search.hypothesis import Constraint, Hypothesis, as_limits, keep_rows, row_candidates
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """Wu et al. (2016): lp(Y) = ((5 + |Y|) / 6)^α; α = 0 ranks by raw log-probability."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _live_may_win(
+    finished: list[Hypothesis], best_live: float, t: int, limit: int, alpha: float, n_best: int
+) -> bool:
+    """Whether the best live beam (raw score `best_live` after step t) could still end up among
+    the `n_best` best `finished` ones: its final length is t+2 … limit, its score only falls."""
+    if best_live == float("-inf"):
+        return False
+    ranked = sorted((h.score for h in finished), reverse=True)
+    if len(ranked) < n_best:
+        return True
+    lp = max(length_penalty(t + 2, alpha), length_penalty(max(limit, t + 2), alpha))
+    return best_live / lp > ranked[n_best - 1]
+
+
+@torch.no_grad()
+def beam_search(
+    decoder: Decoder,
+    memory: Memory,
+    bos: int,
+    eos: int,
+    max_length: int | Tensor,
+    beam_size: int = 5,
+    alpha: float = 1.0,
+    n_best: int = 1,
+    return_attention: bool = False,
+    constraint: Constraint | None = None,
+) -> list[list[Hypothesis]]:
+    """Batched beam search: all inputs and all K beams advance together as B·K rows.
+
+    At each step the 2K best extensions of each input are taken; those ending in EOS (among the
+    K best) are set aside as finished, the K best others continue. An input is done once it has
+    K finished hypotheses and no live beam can still beat its `n_best`-th best one (a live
+    score s only falls, so it can reach at most s / lp(limit)), or when it reaches its length
+    limit, where its live beams are returned unfinished, so every input always gets at least
+    one hypothesis; a done input leaves the batch. Finished hypotheses are ranked by
+    score / lp(length), the length counted including EOS.
+    """
+    if n_best > beam_size:
+        raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
+    batch, k, device = memory.states.size(0), beam_size, memory.states.device
+    limit_tensor = as_limits(max_length, batch, device)
+    limits = limit_tensor.tolist()
+    valid = memory.lengths.tolist()
+    state = decoder.init_state(memory, beam_size=k)
+    constraint_state = constraint.init_state(limit_tensor, k) if constraint is not None else None
+    active = list(range(batch))  # input of each group of K rows
+    scores = torch.full((batch, k), float("-inf"), device=device)  # (n, K) for n active inputs
+    scores[:, 0] = 0.0  # all beams start identical: keep one alive
+    prev = torch.full((batch * k,), bos, dtype=torch.long, device=device)
+    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n·K, t)
+    attn_history: Tensor | None = None  # (n·K, t, S)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    def keep(b: int, row: int, score: float, length: int, ended: bool) -> None:
+        """Set input b's hypothesis in `row` aside as finished (its tokens are in `history`)."""
+        tokens = history[row].tolist()
+        attention = None
+        if attn_history is not None:
+            attention = attn_history[row, : len(tokens), : valid[b]].float().cpu()
+        normalised = score / length_penalty(length, alpha)
+        finished[b].append(Hypothesis(tokens, normalised, attention, ended))
+
+    for t in range(max(limits)):
+        n = len(active)
+        logits, state, weights = decoder.step(prev, state)
+        row_scores, row_tokens = row_candidates(logits, constraint, constraint_state, 2 * k)
+        width = row_scores.size(-1)  # 2K, or V if smaller
+        candidates = (scores.view(-1, 1) + row_scores).view(n, k * width)  # (n, K·2K)
+        top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)  # (n, 2K)
+        origin = top_index // width  # (n, 2K) the beam each extends
+        token = row_tokens.view(n, k * width).gather(1, top_index)  # (n, 2K)
+        is_eos = token == eos
+        if return_attention and weights is not None:
+            step_weights = weights[:, None, :]  # (n·K, 1, S): the attention behind token t
+            attn_history = (
+                step_weights
+                if attn_history is None
+                else torch.cat([attn_history, step_weights], dim=1)
+            )
+
+        # Hypotheses that end here: EOS among the K best candidates.
+        eos_hits = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero().tolist()
+        for g, rank in eos_hits:
+            row = g * k + int(origin[g, rank])
+            keep(active[g], row, float(top_scores[g, rank]), t + 1, True)
+
+        # The K best non-EOS candidates continue.
+        scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=-1)  # (n, K)
+        offsets = torch.arange(n, device=device)[:, None] * k
+        rows = (offsets + origin.gather(1, pick)).view(-1)  # (n·K,) the rows they extend
+        prev = token.gather(1, pick).view(-1)
+        history = torch.cat([history.index_select(0, rows), prev[:, None]], dim=1)
+        if attn_history is not None:
+            attn_history = attn_history.index_select(0, rows)
+
+        # Inputs with K finished hypotheses, or at their length limit, leave the batch.
+        still, best_live = [], scores[:, 0].tolist()
+        for g, b in enumerate(active):
+            if len(finished[b]) >= k and not _live_may_win(
+                finished[b], best_live[g], t, limits[b], alpha, n_best
+            ):
+                continue
+            if t + 1 >= limits[b]:  # return the live beams unfinished
+                for j, score in enumerate(scores[g].tolist()):
+                    if score > float("-inf"):
+                        keep(b, g * k + j, score, t + 1, False)
+                continue
+            still.append(g)
+        if not still:
+            break
+        if len(still) < n:
+            index = keep_rows(still, k, device)
+            rows, prev, history = rows[index], prev[index], history[index]
+            attn_history = None if attn_history is None else attn_history[index]
+            scores = scores[still]
+            active = [active[g] for g in still]
+        state = decoder.reorder(state, rows)
+        if constraint is not None:
+            constraint_state = constraint.advance(constraint.reorder(constraint_state, rows), prev)
+
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]

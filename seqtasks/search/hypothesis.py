@@ -1,0 +1,89 @@
+"""What every search returns and what may constrain it; helpers all searches share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from seqtasks.layers.memory import Memory
+
+
+@dataclass
+class Hypothesis:
+    """One output sequence.
+
+    Attributes:
+        tokens: the output ids, without BOS and EOS.
+        score: total log-probability (beam search: divided by the length penalty).
+        attention: (len(tokens), S) the weights behind each output token over the valid source
+            positions, or None when not requested or the decoder has no attention.
+        finished: whether the hypothesis ended with EOS (false when cut at the length limit).
+    """
+
+    tokens: list[int]
+    score: float
+    attention: Tensor | None = None
+    finished: bool = True
+
+
+class Constraint(Protocol):
+    """Which tokens each search row may choose next. Like a decoder's, its state has a row per
+    hypothesis (R = B·K, K adjacent per input) and follows the search's choices."""
+
+    def init_state(self, max_length: Tensor, beam_size: int) -> Any:
+        """The state before the first step, given the search's (B,) length limits."""
+
+    def allowed(self, state: Any) -> Tensor:
+        """(R, V) bool, true for the tokens row r may choose next (at least one per row)."""
+
+    def advance(self, state: Any, tokens: Tensor) -> Any:
+        """The state after row r chose tokens[r] (R,)."""
+
+    def reorder(self, state: Any, index: Tensor) -> Any:
+        """Row r of the new state takes old row index[r] (as `Decoder.reorder`)."""
+
+
+def constrained_log_probs(logits: Tensor, constraint: Constraint | None, state: Any) -> Tensor:
+    """(R, V) log-softmax of the logits; −inf where the constraint, if any, forbids a token."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    if constraint is None:
+        return log_probs
+    return log_probs.masked_fill(~constraint.allowed(state), float("-inf"))
+
+
+def row_candidates(
+    logits: Tensor, constraint: Constraint | None, state: Any, width: int
+) -> tuple[Tensor, Tensor]:
+    """The `width` best tokens of every row and their log-probabilities, as `log_probs`
+    gives them: (R, width) scores and token ids.
+
+    The best 2K extensions of an input are among the 2K best tokens of each of its beams, so
+    only those are scored: the log-softmax is a logsumexp and a top-k of the logits, and the
+    (R, V) table of log-probabilities is never written.
+    """
+    logits = logits.float()
+    log_z = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
+    if constraint is not None:
+        logits = logits.masked_fill(~constraint.allowed(state), float("-inf"))
+    top, tokens = logits.topk(min(width, logits.size(-1)), dim=-1)  # (R, width)
+    return top - log_z, tokens
+
+
+def max_lengths(memory: Memory, ratio: float, offset: int) -> Tensor:
+    """(B,) output length limit per input: ratio · source length + offset."""
+    return (memory.lengths.float() * ratio).long() + offset
+
+
+def as_limits(max_length: int | Tensor, batch: int, device: torch.device) -> Tensor:
+    if isinstance(max_length, Tensor):
+        return max_length.to(device)
+    return torch.full((batch,), max_length, dtype=torch.long, device=device)
+
+
+def keep_rows(groups: list[int], k: int, device: torch.device) -> Tensor:
+    """The rows of the given input groups, K rows each: (len(groups)·K,)."""
+    index = torch.tensor(groups, device=device)[:, None] * k + torch.arange(k, device=device)
+    return index.view(-1)
