@@ -73,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.attention_maps and not model.decoder.gives_attention:
+        name = type(model.decoder).__name__
+        print(
+            f"error: --attention-maps: {args.checkpoint}'s {name} has no attention", file=sys.stderr
+        )
+        return 2
 
     paths = expand(args.inputs)
     maps = map_names(paths)

@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.attention_plots and not model.decoder.gives_attention:
+        name = type(model.decoder).__name__
+        print(
+            f"error: --attention-plots: {args.checkpoint}'s {name} has no attention",
+            file=sys.stderr,
+        )
+        return 2
 
     results = model.translate(
         lines,
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.attention_plots:
         for i, (line, nbest) in enumerate(zip(lines, results)):
             best = nbest[0]
-            if best.attention is None or not line.strip():
+            if best.attention is None:  # an empty line or translation
                 continue
             source = model.source_pieces(line, args.max_length)
             plot_attention(

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
-from seqtasks.decoders.base import Decoder
+from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
 from seqtasks.search import beam_search
 from seqtasks.search.hypothesis import max_lengths
@@ -187,7 +187,11 @@ class PrefixRerunDecoder(Decoder):
         self.model = model
         self.vocab_size = model.tgt_tok_emb.num_embeddings
 
-    def init_state(self, memory: Memory, beam_size: int = 1):
+    def forward(self, memory: Memory, tgt_in: Tensor, **attention) -> DecoderOutput:
+        """Teacher forcing through the reference (no attention weights)."""
+        return DecoderOutput(self.model.decode(tgt_in, memory.states, ~memory.mask))
+
+    def start(self, memory: Memory, beam_size: int = 1):
         rows = torch.arange(memory.states.size(0)).repeat_interleave(beam_size)
         prefix = torch.zeros(len(rows), 0, dtype=torch.long)
         return memory.states[rows], memory.mask[rows], prefix

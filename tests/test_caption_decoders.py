@@ -46,7 +46,7 @@ def targets(seed: int = 1) -> torch.Tensor:
 
 
 def steps(decoder, memory: Memory, tgt_in: torch.Tensor):
-    state = decoder.init_state(memory)
+    state = decoder.start(memory)
     logits, weights = [], []
     for token in tgt_in.unbind(1):
         step_logits, state, alpha = decoder.step(token, state)
@@ -95,33 +95,33 @@ def test_hard_attention_context_is_one_annotation():
     decoder.expectation_probability = 0.0
     decoder.train()
     memory = grid_memory()
-    state = decoder.init_state(memory)
+    state = decoder.start(memory)
     h = torch.randn(B, 12)
     context, weights, log_prob = decoder.glimpse(h, state)
     matches = (context[:, None, :] == memory.states).all(-1)  # (B, L)
     assert (matches.sum(1) == 1).all()
     torch.testing.assert_close(log_prob, weights[matches].log())
     decoder.eval()
-    chosen, weights, none = decoder.glimpse(h, decoder.init_state(memory))
+    chosen, weights, none = decoder.glimpse(h, decoder.start(memory))
     expected = torch.bmm(weights[:, None, :], memory.states)[:, 0]
     assert none is None and torch.allclose(chosen, expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_beams_and_reorder(name):
-    """init_state(memory, K) equals K copies of each input, and reorder (with inputs dropped)
+    """start(memory, K) equals K copies of each input, and reorder (with inputs dropped)
     equals decoding the kept hypotheses from the start."""
     decoder, memory, k = make(name), grid_memory(), 2
     first, second = torch.tensor([4, 5, 6, 7, 8, 9]), torch.tensor([10, 11, 12, 4])
     keep = torch.tensor([1, 0, 4, 5])  # input 0 with its beams swapped, and input 2
     with torch.no_grad():
-        beams = decoder.init_state(memory, beam_size=k)
-        repeated = decoder.init_state(memory.index_select(torch.arange(B).repeat_interleave(k)))
+        beams = decoder.start(memory, beam_size=k)
+        repeated = decoder.start(memory.index_select(torch.arange(B).repeat_interleave(k)))
         logits_a, beams, _ = decoder.step(first, beams)
         logits_b, _, _ = decoder.step(first, repeated)
         torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
         kept, _, _ = decoder.step(second, decoder.reorder(beams, keep))
-        fresh = decoder.init_state(memory.index_select(torch.tensor([0, 2])), beam_size=k)
+        fresh = decoder.start(memory.index_select(torch.tensor([0, 2])), beam_size=k)
         _, fresh, _ = decoder.step(first[keep], fresh)
         expected, _, _ = decoder.step(second, fresh)
     torch.testing.assert_close(kept, expected, atol=1e-5, rtol=1e-5)

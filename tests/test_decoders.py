@@ -89,7 +89,7 @@ ATTENTIVE = [name for name in DECODERS if not name.startswith("plain")]
 def teacher_forced(decoder, memory: Memory, tgt_in: torch.Tensor):
     """The teacher-forced pass, asking for attention weights where that is optional."""
     if isinstance(decoder, TransformerDecoder):
-        return decoder(memory, tgt_in, need_weights=True)
+        return decoder(memory, tgt_in, need_attention=True)
     return decoder(memory, tgt_in)
 
 
@@ -113,7 +113,7 @@ def target_inputs(seed: int = 1) -> torch.Tensor:
 
 
 def run_steps(decoder, memory: Memory, tgt_in: torch.Tensor):
-    state = decoder.init_state(memory)
+    state = decoder.start(memory)
     logits, weights = [], []
     for i in range(tgt_in.size(1)):
         step_logits, state, alpha = decoder.step(tgt_in[:, i], state)
@@ -172,14 +172,14 @@ def test_rows_are_independent(name):
 
 @pytest.mark.parametrize("name", DECODERS)
 def test_beam_rows_decode_like_repeated_inputs(name):
-    """init_state(memory, K) holds K identical hypotheses per input, rows b·K … b·K+K−1."""
+    """start(memory, K) holds K identical hypotheses per input, rows b·K … b·K+K−1."""
     decoder = make_decoder(name)
     memory, k = random_memory(), 2
     tokens = torch.tensor([[4, 5, 6, 7, 8, 9], [9, 9, 8, 8, 7, 7]])  # (steps, B·K)
     with torch.no_grad():
-        beams = decoder.init_state(memory, beam_size=k)
+        beams = decoder.start(memory, beam_size=k)
         rows = torch.arange(memory.states.size(0)).repeat_interleave(k)  # 0, 0, 1, 1, …
-        repeated = decoder.init_state(memory.index_select(rows))
+        repeated = decoder.start(memory.index_select(rows))
         for step in tokens:
             logits_a, beams, alpha_a = decoder.step(step, beams)
             logits_b, repeated, alpha_b = decoder.step(step, repeated)
@@ -197,9 +197,9 @@ def test_reorder_moves_hypotheses(name):
     swap = torch.tensor([1, 0, 3, 2])  # swap the two beams of each input
     second = torch.tensor([8, 8, 9, 9])
     with torch.no_grad():
-        _, state, _ = decoder.step(first, decoder.init_state(memory, beam_size=2))
+        _, state, _ = decoder.step(first, decoder.start(memory, beam_size=2))
         logits_a, _, _ = decoder.step(second, decoder.reorder(state, swap))
-        _, state_b, _ = decoder.step(first[swap], decoder.init_state(memory, beam_size=2))
+        _, state_b, _ = decoder.step(first[swap], decoder.start(memory, beam_size=2))
         logits_b, _, _ = decoder.step(second, state_b)
         unswapped, _, _ = decoder.step(second, state)
     torch.testing.assert_close(logits_a, logits_b, atol=1e-5, rtol=1e-5)
@@ -215,10 +215,10 @@ def test_reorder_can_drop_finished_inputs(name):
     keep = torch.tensor([1, 0, 4, 5])  # input 0 with its beams swapped, and input 2
     second = torch.tensor([10, 11, 12, 4])
     with torch.no_grad():
-        _, state, _ = decoder.step(first, decoder.init_state(memory, beam_size=k))
+        _, state, _ = decoder.step(first, decoder.start(memory, beam_size=k))
         kept, _, kept_alpha = decoder.step(second, decoder.reorder(state, keep))
         # The same hypotheses decoded from the start without input 1.
-        fresh = decoder.init_state(memory.index_select(torch.tensor([0, 2])), beam_size=k)
+        fresh = decoder.start(memory.index_select(torch.tensor([0, 2])), beam_size=k)
         _, fresh, _ = decoder.step(first[keep], fresh)
         expected, _, expected_alpha = decoder.step(second, fresh)
     torch.testing.assert_close(kept, expected, atol=1e-5, rtol=1e-5)

@@ -600,7 +600,7 @@ def test_teacher_forcing_matches_reference(name: str) -> None:
     logits, alpha = reference_batch(name, decoder, memory)
     outputs = [decoder(memory, torch.tensor(TOKENS))]
     if isinstance(decoder, TransformerDecoder):  # the explicit weights, not the fused kernel
-        outputs.append(decoder(memory, torch.tensor(TOKENS), need_weights=True))
+        outputs.append(decoder(memory, torch.tensor(TOKENS), need_attention=True))
     for output in outputs:
         torch.testing.assert_close(output.logits, logits)
     if alpha is None:
@@ -611,10 +611,10 @@ def test_teacher_forcing_matches_reference(name: str) -> None:
 
 @pytest.mark.parametrize("name", CASES)
 def test_steps_match_reference(name: str) -> None:
-    """`init_state` and T calls of `step`: each step's logits and attention."""
+    """`start` and T calls of `step`: each step's logits and attention."""
     decoder, memory = build(name)
     logits, alpha = reference_batch(name, decoder, memory)
-    state = decoder.init_state(memory)
+    state = decoder.start(memory)
     for i, tokens in enumerate(torch.tensor(TOKENS).unbind(1)):
         step_logits, state, step_alpha = decoder.step(tokens, state)
         torch.testing.assert_close(step_logits, logits[:, i])
@@ -632,7 +632,7 @@ def test_reordered_beams_match_reference(name: str) -> None:
     decoder, memory = build(name)
     first, second = torch.tensor([4, 5, 6, 7]), torch.tensor([8, 6, 5, 4])
     index = torch.tensor([1, 1, 3, 2])
-    _, state, _ = decoder.step(first, decoder.init_state(memory, beam_size=2))
+    _, state, _ = decoder.step(first, decoder.start(memory, beam_size=2))
     logits, _, alpha = decoder.step(second, decoder.reorder(state, index))
     inputs = sources(memory)
     for row in range(len(index)):

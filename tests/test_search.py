@@ -35,12 +35,12 @@ class EOSBias(Decoder):
         logits[..., EOS] = torch.where(prev % self.every == 0, eos + self.bias, eos)
         return logits
 
-    def forward(self, memory: Memory, tgt_in: torch.Tensor) -> DecoderOutput:
-        output = self.inner(memory, tgt_in)
+    def forward(self, memory: Memory, tgt_in: torch.Tensor, **attention) -> DecoderOutput:
+        output = self.inner(memory, tgt_in, **attention)
         return DecoderOutput(self._adjust(output.logits, tgt_in), output.attention)
 
-    def init_state(self, memory: Memory, beam_size: int = 1):
-        return self.inner.init_state(memory, beam_size)
+    def start(self, memory: Memory, beam_size: int = 1):
+        return self.inner.start(memory, beam_size)
 
     def step(self, prev_tokens, state):
         logits, state, weights = self.inner.step(prev_tokens, state)
@@ -396,7 +396,10 @@ class MarkovDecoder(Decoder):
                 table[prev, token] = p
         self.log_table = (table / table.sum(-1, keepdim=True)).log()
 
-    def init_state(self, memory: Memory, beam_size: int = 1):
+    def forward(self, memory: Memory, tgt_in: torch.Tensor, **attention) -> DecoderOutput:
+        return DecoderOutput(self.log_table[tgt_in])
+
+    def start(self, memory: Memory, beam_size: int = 1):
         return torch.zeros(memory.states.size(0) * beam_size)
 
     def step(self, prev_tokens, state):
@@ -432,7 +435,7 @@ class Forbid:
     def __init__(self, token: int | None):
         self.token = token
 
-    def init_state(self, max_length, beam_size):
+    def start(self, max_length, beam_size):
         return torch.zeros(len(max_length) * beam_size, dtype=torch.long)  # steps taken
 
     def allowed(self, state):

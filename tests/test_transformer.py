@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
-from seqtasks.decoders.base import Decoder
+from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
 from seqtasks.layers.dropout import Dropout
@@ -46,14 +46,17 @@ class PrefixRerunDecoder(Decoder):
         self.inner = decoder
         self.vocab_size = decoder.vocab_size
 
-    def init_state(self, memory: Memory, beam_size: int = 1):
+    def forward(self, memory: Memory, tgt_in: torch.Tensor, **attention) -> DecoderOutput:
+        return self.inner(memory, tgt_in, **attention)
+
+    def start(self, memory: Memory, beam_size: int = 1):
         rows = torch.arange(memory.states.size(0)).repeat_interleave(beam_size)
         return memory.index_select(rows), torch.zeros(len(rows), 0, dtype=torch.long)
 
     def step(self, prev_tokens, state):
         memory, prefix = state
         prefix = torch.cat([prefix, prev_tokens[:, None]], dim=1)
-        output = self.inner(memory, prefix, need_weights=True)
+        output = self.inner(memory, prefix, need_attention=True)
         return output.logits[:, -1], (memory, prefix), output.attention[:, -1]
 
     def reorder(self, state, index):
@@ -89,7 +92,7 @@ def test_reorders_compose_before_the_next_step():
     k = 2
     with torch.no_grad():
         memory = encoder(src, mask)
-        state = decoder.init_state(memory, beam_size=k)
+        state = decoder.start(memory, beam_size=k)
         for token in (5, 6):
             _, state, _ = decoder.step(torch.full((B * k,), token), state)
         first = torch.tensor([1, 1, 2, 3, 5, 4])  # within each input's K rows
@@ -98,7 +101,7 @@ def test_reorders_compose_before_the_next_step():
         twice, _, _ = decoder.step(prev, decoder.reorder(decoder.reorder(state, first), second))
         once, _, _ = decoder.step(prev, decoder.reorder(state, first[second]))
         kept = memory.index_select(torch.tensor([0, 2]))
-        fresh = decoder.init_state(kept, beam_size=k)
+        fresh = decoder.start(kept, beam_size=k)
         for token in (5, 6):
             _, fresh, _ = decoder.step(torch.full((2 * k,), token), fresh)
         direct, _, _ = decoder.step(prev, fresh)
@@ -199,7 +202,7 @@ def test_activation_checkpointing_keeps_loss_and_gradients(norm, bf16):
         saved = []
         keep = torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t)
         with keep, torch.autocast("cpu", torch.bfloat16, enabled=bf16):
-            logits = decoder(encoder(src, mask), tgt_in, need_weights=True).logits.float()
+            logits = decoder(encoder(src, mask), tgt_in, need_attention=True).logits.float()
             loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID)
         loss.backward()
         named = [*encoder.named_parameters("encoder"), *decoder.named_parameters("decoder")]

@@ -123,11 +123,18 @@ class CrossAttention(nn.Module):
         return split_heads(k, self.heads), split_heads(v, self.heads)
 
     def forward(
-        self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor, need_weights: bool = False
+        self,
+        x: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        need_weights: bool = False,
+        per_head: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, T, D) queries; keys/values from `project_memory`; mask (B, S).
 
-        Returns the output (B, T, D) and, if asked, the weights averaged over heads (B, T, S).
+        Returns the output (B, T, D) and, if asked, the weights averaged over heads (B, T, S),
+        or per head (B, H, T, S).
         With B_q = K·B query rows (K hypotheses per input, adjacent), the K rows of an input
         attend to its memory together.
         """
@@ -142,7 +149,12 @@ class CrossAttention(nn.Module):
                 context = F.dropout(alpha, self.dropout) @ values
             else:
                 context = alpha @ values
-            weights = alpha.mean(dim=1).reshape(rows, length, -1)
+            if per_head:  # (B, H, K·T, S) -> (K·B, H, T, S)
+                heads = alpha.size(1)
+                weights = alpha.unflatten(2, (-1, length)).transpose(1, 2)
+                weights = weights.reshape(rows, heads, length, -1)
+            else:
+                weights = alpha.mean(dim=1).reshape(rows, length, -1)
         else:
             context = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=key_mask,

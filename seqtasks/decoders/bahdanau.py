@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from seqtasks.attention.scores import AdditiveAttention, Attention
-from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import MaxoutReadout
 from seqtasks.decoders.rnn import RNNDecoder, RNNState
 from seqtasks.layers.memory import Memory
@@ -72,7 +72,7 @@ class BahdanauDecoder(RNNDecoder):
             hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
         )
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+    def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(
             hidden=self.initial_hidden(memory.summary, beam_size),
             keys=self.attention.project_keys(memory.states),
@@ -93,8 +93,10 @@ class BahdanauDecoder(RNNDecoder):
         logits = self.readout(torch.cat([s, embedded, context], dim=-1))  # (B, V)
         return logits, state, weights
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
-        state = self.init_state(memory)
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        state = self.start(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         states, contexts, weights = [], [], []
         for i in range(tgt_in.size(1)):
@@ -105,4 +107,4 @@ class BahdanauDecoder(RNNDecoder):
         features = torch.cat(
             [torch.stack(states, 1), embedded, torch.stack(contexts, 1)], dim=-1
         )  # (B, T, H + E + D)
-        return DecoderOutput(self.readout(features), torch.stack(weights, 1))
+        return DecoderOutput(self.readout(features), single_head(torch.stack(weights, 1), per_head))

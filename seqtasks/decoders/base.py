@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -16,7 +17,10 @@ class DecoderOutput:
 
     Attributes:
         logits: (B, T, V) unnormalised scores of the next token at every position.
-        attention: (B, T, S) the attention weights, or None for a decoder without attention.
+        attention: (B, T, S) the weights over the memory behind every position, averaged over
+            heads where there are several; (B, H, T, S) with `per_head` (H = 1 for a
+            single-head decoder). None when the decoder has no attention
+            (`Decoder.gives_attention` false), or it was not asked for and is not free.
         choice_log_prob: (B, T) log-probability of the stochastic choice the decoder made at
             each step (hard attention's sampled location), 0 where it made none; None for a
             deterministic decoder. The task trains these choices by REINFORCE.
@@ -30,12 +34,20 @@ class DecoderOutput:
     sampled: Tensor | None = None
 
 
-class Decoder(nn.Module):
-    """An autoregressive decoder over a `Memory`.
+class Decoder(nn.Module, metaclass=ABCMeta):
+    """An autoregressive decoder over a `Memory`: one contract for every decoder.
 
-    `forward` is the teacher-forced pass used in training; `init_state`, `step` and `reorder`
-    are all that greedy, beam and sampling search need, so every decoder works with every search.
-    Decoding step by step must give the same logits as `forward` (a tested invariant).
+    - `forward(memory, tgt_in, need_attention, per_head)`: the teacher-forced pass of training
+      and validation. Recurrent decoders compute their attention anyway and always return it;
+      the Transformer computes its weights (the last layer's cross-attention) only when asked,
+      since its fused kernel does not produce them.
+    - `start(memory, beam_size)`, `step(prev_tokens, state)`, `reorder(state, index)`: all that
+      greedy, beam and sampling search (`seqtasks.search`) need, so every decoder works with
+      every search. `step` returns each row's attention (R, S) (heads averaged), or None.
+
+    Decoding step by step gives the same logits and attention as `forward` (a tested
+    invariant). A decoder without attention sets `gives_attention = False`; a task that needs
+    attention weights (for a loss term or a plot) refuses it when it is built.
 
     During search the state holds R = B·K rows: K hypotheses per input, adjacent (rows
     b·K … b·K+K−1 belong to input b). What is derived from the memory once per input (attention
@@ -43,23 +55,38 @@ class Decoder(nn.Module):
     """
 
     vocab_size: int
+    gives_attention: ClassVar[bool] = True
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:  # pragma: no cover
-        """(B, T) target inputs (BOS y_1 … y_{T−1}) -> logits for y_1 … y_T."""
+    @abstractmethod
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        """(B, T) target inputs (BOS y_1 … y_{T−1}) -> logits for y_1 … y_T, and attention."""
         raise NotImplementedError
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> Any:  # pragma: no cover
+    @abstractmethod
+    def start(self, memory: Memory, beam_size: int = 1) -> Any:
         """The state before the first step: `beam_size` identical hypotheses per input."""
         raise NotImplementedError
 
+    @abstractmethod
     def step(
         self, prev_tokens: Tensor, state: Any
-    ) -> tuple[Tensor, Any, Tensor | None]:  # pragma: no cover
-        """(B,) previous tokens -> (B, V) logits, the new state, (B, S) attention or None."""
+    ) -> tuple[Tensor, Any, Tensor | None]:
+        """(R,) previous tokens -> (R, V) logits, the new state, (R, S) attention or None."""
         raise NotImplementedError
 
-    def reorder(self, state: Any, index: Tensor) -> Any:  # pragma: no cover
+    @abstractmethod
+    def reorder(self, state: Any, index: Tensor) -> Any:
         """Row r of the new state takes old row index[r]. Rows stay grouped K per input, and
         `index` either permutes rows within each input's group or also drops whole groups (the
         inputs search has finished with), which must then drop their per-input tensors too."""
         raise NotImplementedError
+
+
+def single_head(attention: Tensor | None, per_head: bool) -> Tensor | None:
+    """A single-head decoder's (B, T, S) attention as the contract returns it: (B, 1, T, S)
+    `per_head`."""
+    if attention is None or not per_head:
+        return attention
+    return attention[:, None]

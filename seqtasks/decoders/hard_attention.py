@@ -61,8 +61,8 @@ class HardAttentionDecoder(SoftAttentionDecoder):
         self.expectation_probability = expectation_probability
         self.test_context = test_context
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> HardAttentionState:
-        state = super().init_state(memory, beam_size)
+    def start(self, memory: Memory, beam_size: int = 1) -> HardAttentionState:
+        state = super().start(memory, beam_size)
         sampling = None
         if self.training:
             per_input = torch.rand(memory.states.size(0), device=memory.states.device)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from seqtasks.attention.scores import Attention, GeneralAttention
-from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.rnn import RNNDecoder, RNNState
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import recur, rnn_step
@@ -70,7 +70,7 @@ class LuongDecoder(RNNDecoder):
         self.combine = nn.Linear(memory_dim + hidden_size, hidden_size, bias=False)  # W_c
         self.out = nn.Linear(hidden_size, vocab_size)  # W_s
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+    def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         hidden = self.initial_hidden(memory.summary, beam_size)
         feed = memory.states.new_zeros(memory.states.size(0) * beam_size, self.out.in_features)
         return RNNState(
@@ -99,8 +99,10 @@ class LuongDecoder(RNNDecoder):
         state, attentional, weights = self._recur(embedded, state)
         return self.out(self.dropout(attentional)), state, weights
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
-        state = self.init_state(memory)
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        state = self.start(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if not self.input_feeding:
             outputs, _ = recur(self.rnn, embedded, state.hidden)  # (B, T, H)
@@ -113,4 +115,4 @@ class LuongDecoder(RNNDecoder):
                 attentionals.append(h_tilde)
                 alphas.append(alpha)
             attentional, weights = torch.stack(attentionals, 1), torch.stack(alphas, 1)
-        return DecoderOutput(self.out(self.dropout(attentional)), weights)
+        return DecoderOutput(self.out(self.dropout(attentional)), single_head(weights, per_head))

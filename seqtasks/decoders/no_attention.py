@@ -27,6 +27,8 @@ class NoAttentionDecoder(RNNDecoder):
     Args: as `BahdanauDecoder`, without `attention`.
     """
 
+    gives_attention = False
+
     def __init__(
         self,
         vocab_size: int,
@@ -54,7 +56,7 @@ class NoAttentionDecoder(RNNDecoder):
             hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
         )
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+    def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(
             hidden=self.initial_hidden(memory.summary, beam_size),
             feed=memory.summary.repeat_interleave(beam_size, 0),  # (R, D) the vector c
@@ -67,8 +69,10 @@ class NoAttentionDecoder(RNNDecoder):
         logits = self.readout(torch.cat([h, features], dim=-1))  # (B, V)
         return logits, replace(state, hidden=hidden), None
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
-        state = self.init_state(memory)
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        state = self.start(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         c = memory.summary[:, None, :].expand(-1, tgt_in.size(1), -1)  # (B, T, D)
         features = torch.cat([embedded, c], dim=-1)  # (B, T, E + D)

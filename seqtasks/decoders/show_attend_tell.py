@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from seqtasks.attention.scores import AdditiveAttention, Attention
-from seqtasks.decoders.base import DecoderOutput
+from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import DeepOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState
 from seqtasks.layers.memory import Memory
@@ -67,7 +67,7 @@ class SoftAttentionDecoder(RNNDecoder):
         self.f_beta = nn.Linear(hidden_size, 1)
         self.readout = DeepOutput(embed_dim, hidden_size, memory_dim, vocab_size, dropout)
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+    def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(
             hidden=self.initial_hidden(memory.summary, beam_size),
             keys=self.attention.project_keys(memory.states),
@@ -95,8 +95,10 @@ class SoftAttentionDecoder(RNNDecoder):
         state, h, z, weights, _ = self._recur(embedded, state)
         return self.readout(embedded, h, z), state, weights
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
-        state = self.init_state(memory)
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        state = self.start(memory)
         embedded = self.embedding(tgt_in)  # (B, T, m)
         hs, zs, alphas, choices = [], [], [], []
         for embedded_t in embedded.unbind(1):
@@ -106,9 +108,8 @@ class SoftAttentionDecoder(RNNDecoder):
             alphas.append(alpha)
             choices.append(choice_log_prob)
         logits = self.readout(embedded, torch.stack(hs, 1), torch.stack(zs, 1))  # (B, T, V)
+        attention = single_head(torch.stack(alphas, 1), per_head)  # (B, T, L)
         if choices[0] is None:  # deterministic attention (or hard attention in eval mode)
-            return DecoderOutput(logits, torch.stack(alphas, 1))
+            return DecoderOutput(logits, attention)
         # (B, T) log p(s_t), and which rows sampled (a `HardAttentionState`'s `sampling`)
-        return DecoderOutput(
-            logits, torch.stack(alphas, 1), torch.stack(choices, 1), state.sampling
-        )
+        return DecoderOutput(logits, attention, torch.stack(choices, 1), state.sampling)

@@ -28,6 +28,8 @@ class ShowTellDecoder(RNNDecoder):
     Args: as `SoftAttentionDecoder`, without `attention`.
     """
 
+    gives_attention = False
+
     def __init__(
         self,
         vocab_size: int,
@@ -51,7 +53,7 @@ class ShowTellDecoder(RNNDecoder):
         )
         self.readout = DeepOutput(embed_dim, hidden_size, 0, vocab_size, dropout)
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> RNNState:
+    def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(hidden=self.initial_hidden(memory.summary, beam_size))
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, None]:
@@ -59,7 +61,9 @@ class ShowTellDecoder(RNNDecoder):
         h, hidden = rnn_step(self.rnn, embedded, state.hidden)  # (R, n)
         return self.readout(embedded, h), replace(state, hidden=hidden), None
 
-    def forward(self, memory: Memory, tgt_in: Tensor) -> DecoderOutput:
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
         embedded = self.embedding(tgt_in)  # (B, T, m)
         outputs, _ = recur(self.rnn, embedded, self.initial_hidden(memory.summary))  # (B, T, n)
         return DecoderOutput(self.readout(embedded, outputs), None)

@@ -69,15 +69,22 @@ class DecoderLayer(nn.Module):
         self.residual_ff = Residual(d_model, norm, dropout)
 
     def forward(
-        self, stream: Stream, keys: Tensor, values: Tensor, mask: Tensor, need_weights: bool
+        self,
+        stream: Stream,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        need_weights: bool,
+        per_head: bool = False,
     ) -> tuple[Stream, Tensor | None]:
         """Every position at once under the causal mask; returns the stream and the
-        cross-attention weights averaged over heads (B, T, S) if asked for."""
+        cross-attention weights averaged over heads (B, T, S), or per head (B, H, T, S), if
+        asked for."""
         weights = None
 
         def cross(h: Tensor) -> Tensor:
             nonlocal weights
-            out, weights = self.cross_attention(h, keys, values, mask, need_weights)
+            out, weights = self.cross_attention(h, keys, values, mask, need_weights, per_head)
             return out
 
         stream = self.residual_self(stream, lambda h: self.self_attention(h, causal=True))
@@ -194,9 +201,12 @@ class TransformerDecoder(Decoder):
         pairs = [layer.cross_attention.project_memory(states) for layer in self.layers]
         return [k for k, _ in pairs], [v for _, v in pairs]
 
-    def forward(self, memory: Memory, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
-        """Teacher forcing: (B, T) inputs -> logits (B, T, V); with `need_weights`, the last
-        layer's cross-attention averaged over heads (B, T, S), as plotted and as `step` gives.
+    def forward(
+        self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
+    ) -> DecoderOutput:
+        """Teacher forcing: (B, T) inputs -> logits (B, T, V); with `need_attention`, the last
+        layer's cross-attention averaged over heads (B, T, S), as plotted, as `step` gives and
+        as the attention loss terms read it, or per head (B, H, T, S).
 
         Padding after EOS needs no mask: under the causal mask no real position sees it.
         """
@@ -206,11 +216,11 @@ class TransformerDecoder(Decoder):
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for i, layer in enumerate(self.layers):
             stream, weights = recomputed(layer, recompute)(
-                stream, keys[i], values[i], memory.mask, need_weights and i == last
+                stream, keys[i], values[i], memory.mask, need_attention and i == last, per_head
             )
         return DecoderOutput(self.logits(self.stack.end(stream)), weights)
 
-    def init_state(self, memory: Memory, beam_size: int = 1) -> TransformerState:
+    def start(self, memory: Memory, beam_size: int = 1) -> TransformerState:
         keys, values = self.project_memory(memory)
         rows = memory.states.size(0) * beam_size
         empty = keys[0].new_zeros(rows, keys[0].size(1), 0, keys[0].size(-1))

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
+from typing import ClassVar, Literal
+
 from torch import Tensor, nn
 
 from seqtasks.layers.memory import Memory
 
+Inputs = Literal["tokens", "images"]
 
-class Encoder(nn.Module):
-    """Turns a batch of inputs into `Memory`. Subclasses set `out_dim` (the width D of states)."""
 
+class Encoder(nn.Module, metaclass=ABCMeta):
+    """Turns a batch of inputs into `Memory`.
+
+    `reads` says what the inputs are: "tokens", (B, S) ids with a (B, S) mask, built as
+    `encoder(vocab_size)`; or "images", (B, 3, H, W) RGB in [0, 1], built as `encoder()`. A task
+    refuses an encoder that reads what it does not give. Subclasses set `out_dim`, the width D
+    of the states.
+    """
+
+    reads: ClassVar[Inputs] = "tokens"
     out_dim: int
 
-    def forward(self, inputs: Tensor, mask: Tensor) -> Memory:  # pragma: no cover - interface
+    @abstractmethod
+    def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
         raise NotImplementedError

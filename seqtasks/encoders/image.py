@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from abc import abstractmethod
 from typing import Any, Literal
 
 import timm
@@ -38,6 +39,8 @@ class GridEncoder(Encoder):
         dropout: on the annotations.
     """
 
+    reads = "images"
+
     def __init__(self, channels: int, project_dim: int | None, coordinates: bool, dropout: float):
         super().__init__()
         width = channels + (2 if coordinates else 0)
@@ -46,7 +49,8 @@ class GridEncoder(Encoder):
         self.dropout = Dropout(dropout)
         self.out_dim = project_dim or width
 
-    def extract(self, images: Tensor) -> Tensor:  # pragma: no cover - interface
+    @abstractmethod
+    def extract(self, images: Tensor) -> Tensor:
         """(B, 3, H_img, W_img) RGB in [0, 1] -> (B, C, H, W) feature map."""
         raise NotImplementedError
 

@@ -1,4 +1,4 @@
-"""Grammar-constrained search for parsing: only well-formed bracket sequences over the input words."""
+"""Grammar-constrained search for parsing: only well-formed bracket sequences over the words."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class BracketConstraint:
         self.close_of = torch.tensor([ids[f"){label}"] for label in labels] or [eos], device=device)
         self.words, self.eos = words, eos
 
-    def init_state(self, max_length: Tensor, beam_size: int) -> BracketState:
+    def start(self, max_length: Tensor, beam_size: int) -> BracketState:
         limit = max_length.to(self.words.device) - 1  # EOS is chosen at step max_length − 1
         if bool((limit < self.words + 2).any()):
             raise ValueError("max_length must leave room for a bracket around all the words")

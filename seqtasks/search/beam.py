@@ -58,8 +58,8 @@ def beam_search(
     limit_tensor = as_limits(max_length, batch, device)
     limits = limit_tensor.tolist()
     valid = memory.lengths.tolist()
-    state = decoder.init_state(memory, beam_size=k)
-    constraint_state = constraint.init_state(limit_tensor, k) if constraint is not None else None
+    state = decoder.start(memory, beam_size=k)
+    constraint_state = constraint.start(limit_tensor, k) if constraint is not None else None
     active = list(range(batch))  # input of each group of K rows
     scores = torch.full((batch, k), float("-inf"), device=device)  # (n, K) for n active inputs
     scores[:, 0] = 0.0  # all beams start identical: keep one alive

@@ -33,7 +33,7 @@ class Constraint(Protocol):
     """Which tokens each search row may choose next. Like a decoder's, its state has a row per
     hypothesis (R = B·K, K adjacent per input) and follows the search's choices."""
 
-    def init_state(self, max_length: Tensor, beam_size: int) -> Any:
+    def start(self, max_length: Tensor, beam_size: int) -> Any:
         """The state before the first step, given the search's (B,) length limits."""
 
     def allowed(self, state: Any) -> Tensor:

@@ -29,8 +29,8 @@ def _one_path(
     limit_tensor = as_limits(max_length, batch, device)
     limits = limit_tensor.tolist()
     valid = memory.lengths.tolist()
-    state = decoder.init_state(memory)
-    constraint_state = constraint.init_state(limit_tensor, 1) if constraint is not None else None
+    state = decoder.start(memory)
+    constraint_state = constraint.start(limit_tensor, 1) if constraint is not None else None
     prev = torch.full((batch,), bos, dtype=torch.long, device=device)
     active = list(range(batch))  # input of each row
     tokens: list[list[int]] = [[] for _ in range(batch)]

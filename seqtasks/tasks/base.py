@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -17,7 +18,7 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
-from seqtasks.encoders.base import Encoder
+from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.search.beam import beam_search
 from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
@@ -68,6 +69,7 @@ class EncoderDecoderTask(L.LightningModule):
 
     encoder: Encoder
     decoder: Decoder
+    reads: ClassVar[Inputs] = "tokens"  # what the task's batches give the encoder
 
     def __init__(
         self,
@@ -100,6 +102,45 @@ class EncoderDecoderTask(L.LightningModule):
         self.reward_baseline: Tensor | None = None  # b of REINFORCE (None: 0), set by `objective`
         self._eval_outputs: list[Evaluated] = []
         self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
+
+    def build_parts(
+        self,
+        encoder: Callable[..., Encoder],
+        decoder: Callable[[int, int], Decoder],
+        tgt_vocab_size: int,
+        *encoder_args: int,
+    ) -> None:
+        """Build the encoder as `encoder(*encoder_args)` and the decoder as
+        `decoder(tgt_vocab_size, encoder.out_dim)`, refusing, with a message that names both, an
+        encoder that reads other inputs than the task gives (`Encoder.reads`) and a decoder
+        without attention when a loss term needs its weights."""
+        built = part_class(encoder, Encoder)
+        if built is not None and built.reads != self.reads:
+            raise ValueError(
+                f"{type(self).__name__} gives its encoder {self.reads}, but {built.__name__} "
+                f"reads {built.reads}: choose an encoder that reads {self.reads}"
+            )
+        memory_encoder = encoder(*encoder_args)
+        self.attach(memory_encoder, decoder(tgt_vocab_size, memory_encoder.out_dim))
+
+    def attach(self, encoder: Encoder, decoder: Decoder) -> None:
+        """Hold the task's parts, refusing a decoder without attention when a loss term needs
+        its weights."""
+        terms = {"attention_penalty": self.attention_penalty, "entropy_weight": self.entropy_weight}
+        needed = {name: value for name, value in terms.items() if value}
+        if needed and not decoder.gives_attention:
+            settings = " and ".join(f"{name}={value}" for name, value in needed.items())
+            raise ValueError(
+                f"{type(self).__name__} with {settings} needs attention weights, but "
+                f"{type(decoder).__name__} has no attention: set them to 0 or choose a decoder "
+                "with attention"
+            )
+        self.encoder, self.decoder = encoder, decoder
+
+    @property
+    def needs_attention(self) -> bool:
+        """Whether the objective reads the decoder's attention (a penalty or bonus on it)."""
+        return bool(self.attention_penalty or self.entropy_weight)
 
     def configure_model(self) -> None:
         if self.torch_compile and not getattr(self, "_compiled", False):
@@ -182,7 +223,7 @@ class EncoderDecoderTask(L.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in)
+        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
         loss = self.loss(output, batch.tgt_out, memory.mask)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
         if not torch.isfinite(loss):
@@ -346,6 +387,18 @@ class EncoderDecoderTask(L.LightningModule):
         tokens = sum(record.tokens for record in records)
         loss = sum(record.loss for record in records) / max(tokens, 1)
         self.log(f"{stage}/loss", loss, sync_dist=True)
+
+
+def part_class(factory: Callable[..., Any], base: type) -> type | None:
+    """The subclass of `base` that a part factory builds: a class, a `functools.partial` of
+    one, or the partial jsonargparse makes of a `class_path` config; None if it cannot tell."""
+    if isinstance(factory, type):
+        return factory
+    if isinstance(factory, functools.partial):
+        for candidate in (factory.func, *factory.args):
+            if isinstance(candidate, type) and issubclass(candidate, base):
+                return candidate
+    return None
 
 
 def run_batches(

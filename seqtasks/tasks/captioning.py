@@ -15,7 +15,7 @@ from torch import Tensor
 from seqtasks.data.captioning import CaptionBatch
 from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
-from seqtasks.encoders.image import GridEncoder
+from seqtasks.encoders.base import Encoder
 from seqtasks.io.checkpoint_files import stored_entries
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.captioning import score_captions
@@ -57,6 +57,7 @@ def _without_pretrained(factory: Any) -> Any:
 
 
 class CaptioningTask(EncoderDecoderTask):
+
     """Caption images with an image encoder and any decoder; validate with CIDEr-D.
 
     The word vocabulary and the image size come from the DataModule when training starts and
@@ -76,9 +77,11 @@ class CaptioningTask(EncoderDecoderTask):
         (the rest as in `EncoderDecoderTask`; length_alpha 0 ranks beams by log-probability)
     """
 
+    reads = "images"
+
     def __init__(
         self,
-        encoder: Callable[[], GridEncoder],
+        encoder: Callable[[], Encoder],
         decoder: Callable[[int, int], Decoder],
         tgt_vocab_size: int,
         max_caption_length: int = 50,
@@ -110,8 +113,7 @@ class CaptioningTask(EncoderDecoderTask):
             reward_scale=reward_scale,
         )
         self.save_hyperparameters()
-        self.encoder = encoder()
-        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.build_parts(encoder, decoder, tgt_vocab_size)
         self.tokenizer: WordTokenizer | None = None
         self.image_size: int | None = None
 
@@ -170,7 +172,7 @@ class CaptioningTask(EncoderDecoderTask):
 
     def _evaluate_batch(self, batch: CaptionBatch, stage: str, beam: int) -> None:
         memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in)
+        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
         losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
         shapes = batch.scenes[0] is not None
         hypotheses = self.search(memory, beam_size=beam, return_attention=shapes)

@@ -96,8 +96,7 @@ class ParsingTask(EncoderDecoderTask):
             max_length_offset=max_length_offset,
         )
         self.save_hyperparameters()
-        self.encoder = encoder(src_vocab_size)
-        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.build_parts(encoder, decoder, tgt_vocab_size, src_vocab_size)
         self.constrained = constrained
         self.vocabulary: ParsingVocabulary | None = None
 
@@ -151,7 +150,7 @@ class ParsingTask(EncoderDecoderTask):
     def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
         """The teacher-forced loss and a search, from one encoding of the batch."""
         memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in)
+        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
         losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
         hypotheses = self.search(memory, beam_size=beam)
         for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):

@@ -90,8 +90,7 @@ class TranslationTask(EncoderDecoderTask):
             torch_compile,
         )
         self.save_hyperparameters()
-        self.encoder = encoder(src_vocab_size)
-        self.decoder = decoder(tgt_vocab_size, self.encoder.out_dim)
+        self.build_parts(encoder, decoder, tgt_vocab_size, src_vocab_size)
         if share_embeddings:
             if src_vocab_size != tgt_vocab_size:
                 raise ValueError(
@@ -144,7 +143,7 @@ class TranslationTask(EncoderDecoderTask):
     def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
         """The teacher-forced loss and a search, from one encoding of the batch."""
         memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in)
+        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
         losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
         hypotheses = self.search(memory, beam_size=beam)
         for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):

@@ -23,6 +23,13 @@ class AttentionPlots(L.Callback):
     def __init__(self, num_examples: int = 2):
         self.num_examples = num_examples
 
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if not pl_module.decoder.gives_attention:
+            raise ValueError(
+                f"AttentionPlots draws attention weights, but {type(pl_module.decoder).__name__} "
+                "has no attention: remove the callback or choose a decoder with attention"
+            )
+
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -33,8 +40,8 @@ class AttentionPlots(L.Callback):
         folder = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
         for i, (sentence, nbest) in enumerate(zip(sentences, results)):
             best = nbest[0]
-            if best.attention is None:
-                return  # a decoder without attention
+            if best.attention is None:  # an empty translation
+                continue
             plot_attention(
                 best.attention,
                 pl_module.source_pieces(sentence),

@@ -1,0 +1,137 @@
+"""The decoder contract: one attention shape for every decoder, asked for or per head, the same
+step by step as teacher-forced, and refused where a task needs it but the decoder has none."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from test_matrix import DECODERS, tiny
+
+from seqtasks.data.tokenizer import BOS_ID, PAD_ID
+from seqtasks.decoders import ShowTellDecoder, TransformerDecoder
+from seqtasks.encoders import PatchEncoder, RNNEncoder
+from seqtasks.layers.memory import Memory, lengths_to_mask
+from seqtasks.tasks import CaptioningTask, TranslationTask
+from seqtasks.training.callbacks import AttentionPlots
+
+B, S, T, V, D = 3, 5, 4, 11, 8
+
+
+def memory() -> Memory:
+    lengths = torch.tensor([5, 3, 1])
+    states = torch.randn(B, S, D, generator=torch.Generator().manual_seed(1))
+    mask = lengths_to_mask(lengths, S)
+    return Memory(states * mask[..., None], mask, states.mean(1))
+
+
+def build(decoder_class: type):
+    torch.manual_seed(0)
+    return decoder_class(V, D, **tiny(decoder_class)).eval()
+
+
+TARGETS = torch.tensor([[BOS_ID, 5, 6, 7], [BOS_ID, 8, 9, PAD_ID], [BOS_ID, 4, PAD_ID, PAD_ID]])
+
+
+@pytest.mark.parametrize("decoder_class", DECODERS, ids=lambda c: c.__name__)
+def test_attention_has_one_shape_for_every_decoder(decoder_class):
+    decoder, m = build(decoder_class), memory()
+    with torch.no_grad():
+        output = decoder(m, TARGETS, need_attention=True)
+        heads = decoder(m, TARGETS, need_attention=True, per_head=True).attention
+    if not decoder_class.gives_attention:
+        assert output.attention is None and heads is None
+        return
+    alpha = output.attention
+    assert alpha.shape == (B, T, S)
+    assert torch.allclose(alpha.sum(-1), torch.ones(B, T), atol=1e-5)
+    assert (alpha.masked_select(~m.mask[:, None, :].expand(B, T, S)) == 0).all()
+    assert heads.dim() == 4 and heads.shape[0] == B and heads.shape[2:] == (T, S)
+    assert torch.allclose(heads.mean(1), alpha, atol=1e-6)
+    # step by step, each row's attention is the teacher-forced one
+    state = decoder.start(m)
+    for t in range(T):
+        _, state, weights = decoder.step(TARGETS[:, t], state)
+        assert torch.allclose(weights, alpha[:, t], atol=1e-5), t
+
+
+def test_the_transformer_gives_attention_only_when_asked():
+    decoder, m = build(TransformerDecoder), memory()
+    assert decoder(m, TARGETS).attention is None
+    assert decoder(m, TARGETS, need_attention=True).attention is not None
+
+
+def test_heads_differ_and_average_to_the_plotted_weights():
+    decoder, m = build(TransformerDecoder), memory()
+    heads = decoder(m, TARGETS, need_attention=True, per_head=True).attention  # (B, H, T, S)
+    assert heads.size(1) == 2 and not torch.allclose(heads[:, 0], heads[:, 1])
+
+
+def caption_task(decoder, **kwargs) -> CaptioningTask:
+    torch.manual_seed(0)
+    return CaptioningTask(
+        encoder=functools.partial(PatchEncoder, patch=8, channels=(8, 8)),
+        decoder=decoder,
+        tgt_vocab_size=V,
+        **kwargs,
+    )
+
+
+def test_the_transformer_attention_penalty_acts_on_its_cross_attention():
+    """λ = 0 and λ = 20 give losses that differ by exactly 20 Σ_i (1 − Σ_t α_ti)² / tokens, with
+    α the last layer's cross-attention averaged over heads (it used to be skipped)."""
+    decoder = functools.partial(
+        TransformerDecoder, d_model=16, num_heads=2, num_layers=1, ff_dim=16, dropout=0.0
+    )
+    plain, penalised = (
+        caption_task(decoder, attention_penalty=0.0),
+        caption_task(decoder, attention_penalty=20.0),
+    )
+    penalised.load_state_dict(plain.state_dict())
+    images = torch.rand(B, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    tgt_out = torch.cat([TARGETS[:, 1:], torch.full((B, 1), PAD_ID)], dim=1)
+    tgt_out[0, -1] = 3  # EOS after the full row
+    losses = []
+    for task in (plain, penalised):
+        task.train()
+        memory_ = task.encoder(images)
+        output = task.decoder(memory_, TARGETS, need_attention=task.needs_attention)
+        losses.append(task.loss(output, tgt_out, memory_.mask))
+    alpha = plain.decoder(plain.encoder(images), TARGETS, need_attention=True).attention
+    alpha = alpha * (tgt_out != PAD_ID)[:, :, None]
+    shortfall = ((1 - alpha.sum(dim=1)) ** 2).sum()
+    tokens = (tgt_out != PAD_ID).sum()
+    difference = float(losses[1] - losses[0])
+    assert difference == pytest.approx(float(20 * shortfall / tokens), rel=1e-4)
+    assert difference > 1.0
+
+
+@pytest.mark.parametrize("setting", [{"attention_penalty": 1.0}, {"entropy_weight": 0.01}])
+def test_a_task_that_needs_attention_refuses_a_decoder_without(setting):
+    name, value = next(iter(setting.items()))
+    message = (
+        f"CaptioningTask with {name}={value} needs attention weights, "
+        "but ShowTellDecoder has no attention"
+    )
+    with pytest.raises(ValueError, match=message):
+        caption_task(
+            functools.partial(ShowTellDecoder, embed_dim=8, hidden_size=8),
+            **{"attention_penalty": 0.0, **setting},
+        )
+
+
+def test_attention_plots_refuse_a_decoder_without_attention():
+    from seqtasks.decoders import NoAttentionDecoder
+
+    task = TranslationTask(
+        encoder=functools.partial(RNNEncoder, embed_dim=8, hidden_size=8),
+        decoder=functools.partial(NoAttentionDecoder, embed_dim=8, hidden_size=8, readout_dim=8),
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+    )
+    with pytest.raises(
+        ValueError,
+        match="AttentionPlots draws attention weights, but NoAttentionDecoder has no attention",
+    ):
+        AttentionPlots().setup(None, task, "fit")
