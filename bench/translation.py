@@ -200,7 +200,7 @@ def train_ours(task, datamodule, clip: float, args) -> dict:
         optimizer.zero_grad(set_to_none=True)
         with training_autocast(args):
             output = task(batch.src, batch.src_mask, batch.tgt_in)
-            loss, _ = task.token_loss(output.logits, batch.tgt_out)
+            loss, _ = task.objective.token_loss(output.logits, batch.tgt_out)
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, clip)
@@ -273,7 +273,7 @@ def decode_all(
     from seqtasks.data.batch import pad
     from seqtasks.data.batching import TokenBucketSampler
     from seqtasks.data.tokenizer import EOS_ID, PAD_ID
-    from seqtasks.tasks.base import run_batches
+    from seqtasks.search import run_batches
 
     lengths = [len(s) + 1 for s in sources]
     if max_tokens is None:

@@ -249,7 +249,7 @@ def test_caption_sources_skip_blank_lines_and_captions_without_words(tmp_path, c
         data = caption_data(folder)
     assert "captions.txt: skipped 2 blank lines" in caplog.text
     assert "left out 3 captions without a word, and 1 images left with no caption" in caplog.text
-    kept = {image.name: image.captions for images in data.splits.values() for image in images}
+    kept = {image.name: image.captions for images in data.images.values() for image in images}
     assert kept == {
         names[0]: ["A dog runs."],
         names[2]: ["A cat."],
@@ -267,7 +267,8 @@ def test_caption_training_skips_captions_over_max_length(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         data.setup("fit")
     assert len(data.datasets["fit"]) == 3  # of 4: the last two images are validation and test
-    assert "skipped 1 of 4 training captions with more than max_length 3 words" in caplog.text
+    message = f"{folder}: skipped 1 of 4 training captions: 1 with more than max_length 3 words"
+    assert message in caplog.text
 
 
 # ---- invalid UTF-8, misaligned files, unreadable trees, in training data ------------------------

@@ -40,10 +40,10 @@ def flickr() -> CaptionData:
 
 
 def test_caption_folder_split_in_order_with_a_vocabulary(flickr):
-    sizes = {split: len(images) for split, images in flickr.splits.items()}
+    sizes = {split: len(images) for split, images in flickr.images.items()}
     assert sizes == {"train": 750, "val": 50, "test": 100}
-    assert flickr.splits["test"][-1].name == "2065875490_a46b58c12b.jpg"  # the last in the file
-    assert all(len(image.captions) == 5 for image in flickr.splits["val"])
+    assert flickr.images["test"][-1].name == "2065875490_a46b58c12b.jpg"  # the last in the file
+    assert all(len(image.captions) == 5 for image in flickr.images["val"])
     assert 300 < flickr.tgt_vocab_size < 1000 and flickr.tokenizer.vocabulary[0] == "a"
     flickr.setup("fit")
     assert len(flickr.datasets["fit"]) == 750 * 5 and len(flickr.datasets["validate"]) == 50
@@ -109,7 +109,7 @@ def test_frozen_backbone_trains_on_cached_features(tmp_path):
     assert (tmp_path / "features" / f"{task.encoder.feature_key}-32px.pt").is_file()
     batch = next(iter(data.val_dataloader()))
     assert batch.images is None and batch.features.shape == (3, 320, 1, 1)
-    pixels = torch.stack([load_image(image.path, 32) for image in data.splits["val"][:3]])
+    pixels = torch.stack([load_image(image.path, 32) for image in data.images["val"][:3]])
     with torch.no_grad():
         cached, direct = task.encode(batch), task.encoder(pixels)
     torch.testing.assert_close(cached.states, direct.states, atol=2e-2, rtol=2e-2)
@@ -168,7 +168,7 @@ def test_checkpoint_carries_vocabulary_and_image_size(shapes, tmp_path):
     # Built in Python, the hyperparameters hold functools.partial factories (CLI ones do not).
     loaded = CaptioningTask.load_from_checkpoint(path, map_location="cpu", weights_only=False)
     assert loaded.tokenizer.vocabulary == shapes.tokenizer.vocabulary and loaded.image_size == 48
-    images = torch.stack([load_image(i.path, 48) for i in shapes.splits["test"]])
+    images = torch.stack([load_image(i.path, 48) for i in shapes.images["test"]])
     ours, theirs = task.caption(images, beam_size=2), loaded.caption(images, beam_size=2)
     assert [c.text for c in ours] == [c.text for c in theirs]
     (first, *_) = loaded.caption(images, beam_size=1, return_attention=True)
@@ -201,7 +201,7 @@ def test_validation_scores_what_search_said_about_each_image(shapes, monkeypatch
     (metrics,) = trainer.validate(task, datamodule=shapes, verbose=False)
     assert len(batches) == len(shapes.val_dataloader())
 
-    images = shapes.splits["val"]
+    images = shapes.images["val"]
     said = {i: image.captions[0] if i % 2 == 0 else "a red" for i, image in enumerate(images)}
     assert metrics["val/exact_match"] == pytest.approx(100 * sum(i % 2 == 0 for i in said) / 4)
     references = {i: image.captions for i, image in enumerate(images)}
@@ -255,7 +255,7 @@ def test_soft_attention_learns_to_describe_sixteen_images(shapes):
     """A tiny overfit: the inventory captions of 16 shapes images, word for word, greedy."""
     task = shapes_task(shapes.tgt_vocab_size, attention_penalty=0.1)
     task.set_preprocessing(shapes.tokenizer, 48)
-    train = shapes.splits["train"]
+    train = shapes.images["train"]
     images = torch.stack([load_image(image.path, 48) for image in train])
     encoded = [shapes.tokenizer.encode(image.captions[0]) for image in train]
     tgt_in = torch.nn.utils.rnn.pad_sequence(
@@ -273,7 +273,8 @@ def test_soft_attention_learns_to_describe_sixteen_images(shapes):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if task.token_loss(output.logits, tgt_out)[0] < 0.01:  # the words, without the penalty
+        words_loss, _ = task.objective.token_loss(output.logits, tgt_out)  # without the penalty
+        if words_loss < 0.01:
             break
     task.eval()  # batch norm now uses running statistics: settle them on the training images
     with torch.no_grad():

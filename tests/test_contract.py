@@ -96,7 +96,7 @@ def test_the_transformer_attention_penalty_acts_on_its_cross_attention():
     for task in (plain, penalised):
         task.train()
         memory_ = task.encoder(images)
-        output = task.decoder(memory_, TARGETS, need_attention=task.needs_attention)
+        output = task.decoder(memory_, TARGETS, need_attention=task.objective.needs_attention)
         losses.append(task.loss(output, tgt_out, memory_.mask))
     alpha = plain.decoder(plain.encoder(images), TARGETS, need_attention=True).attention
     alpha = alpha * (tgt_out != PAD_ID)[:, :, None]

@@ -107,17 +107,17 @@ def test_reinforce_by_hand_uses_sampled_examples_and_earlier_batches_only():
     expected = [-0.5 * (reward[0] - 0.0) / 3, -0.5 * (reward[1] - 0.0) / 3, 0.0]
     assert choice.grad[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
     b1 = 0.1 * (reward[0] + reward[1]) / 2  # the third example does not count
-    assert float(task.reward_baseline) == pytest.approx(b1, rel=1e-5)
+    assert float(task.objective.baseline) == pytest.approx(b1, rel=1e-5)
 
     # The second batch uses b1, then moves it; a batch without a sampled example leaves it.
     output, choice = choices_output(logits[:2], [False, True])
     task.loss(output, targets[:2], torch.ones(2, 1, dtype=torch.bool)).backward()
     assert choice.grad[:, 0].tolist() == pytest.approx([0.0, -0.5 * (reward[1] - b1) / 2])
     b2 = 0.9 * b1 + 0.1 * reward[1]
-    assert float(task.reward_baseline) == pytest.approx(b2, rel=1e-5)
+    assert float(task.objective.baseline) == pytest.approx(b2, rel=1e-5)
     output, _ = choices_output(logits[:1], [False])
     task.loss(output, targets[:1], torch.ones(1, 1, dtype=torch.bool))
-    assert float(task.reward_baseline) == pytest.approx(b2, rel=1e-5)
+    assert float(task.objective.baseline) == pytest.approx(b2, rel=1e-5)
 
 
 def test_no_reinforce_outside_training_and_none_without_choices():
@@ -130,7 +130,7 @@ def test_no_reinforce_outside_training_and_none_without_choices():
         DecoderOutput(logits, None, choices, torch.tensor([True, True])), tgt, mask
     )
     torch.testing.assert_close(plain, with_choices)
-    assert task.reward_baseline is None
+    assert task.objective.baseline is None
     expected = torch.nn.functional.cross_entropy(
         logits.flatten(0, 1), tgt.flatten(), ignore_index=0
     )
@@ -184,7 +184,7 @@ def sampled_gradients(task: CaptioningTask, memory: Memory, n: int, keep_baselin
     grads = []
     for _ in range(n):
         if not keep_baseline:
-            task.reward_baseline = None
+            task.objective.baseline = None
         task.decoder.zero_grad()
         output = task.decoder(memory, TGT_IN)
         task.loss(output, TGT_OUT, memory.mask).backward()
@@ -199,7 +199,7 @@ def estimates():
     task, memory = enumerable_problem()
     exact = exact_gradient(task, memory, monkeypatch)
     with_baseline = sampled_gradients(task, memory, 1200, keep_baseline=True)
-    task.reward_baseline = None
+    task.objective.baseline = None
     without = sampled_gradients(task, memory, 1200, keep_baseline=False)
     return exact, with_baseline, without
 
@@ -241,4 +241,4 @@ def test_hard_attention_training_step_learns_attention_through_reinforce():
     output = task.decoder(memory, TGT_IN)
     task.loss(output, TGT_OUT, memory.mask).backward()
     assert task.decoder.attention.v.weight.grad.abs().sum() > 0
-    assert task.reward_baseline is not None
+    assert task.objective.baseline is not None

@@ -63,9 +63,12 @@ def test_vocabularies_come_from_the_training_split(data):
     for label in ("S", "NP", "VP", "SBAR", "PRN"):
         assert f"({label}" in v.tokens and f"){label}" in v.tokens
     assert {"the", "Vinken", "<unk-Cap>"} <= set(v.words)  # Vinken is seen twice
-    assert v.encode_words(["the", "Zyzzyva"]) == [v.word_ids["the"], v.word_ids["<unk-Cap>"]]
+    assert v.source.encode_words(["the", "Zyzzyva"]) == [
+        v.source.ids["the"],
+        v.source.ids["<unk-Cap>"],
+    ]
     reverse = ParsingVocabulary(v.words, v.tokens, tags=False, reverse=True)
-    assert reverse.encode_words(["a", "the"]) == v.encode_words(["the", "a"])
+    assert reverse.source.encode_words(["a", "the"]) == v.source.encode_words(["the", "a"])
     assert ParsingVocabulary.from_dict(v.as_dict()).as_dict() == v.as_dict()
 
 
@@ -129,13 +132,13 @@ def test_constrained_search_gives_trees_over_exactly_the_words(data, search, dec
     }[search]
     for sentence, nbest in zip(sentences, run(constraint=constraint), strict=True):
         for hypothesis in nbest:
-            tokens = data.vocabulary.decode(hypothesis.tokens)
+            tokens = data.vocabulary.target.pieces(hypothesis.tokens)
             assert hypothesis.finished
             assert repair(tokens, len(sentence)) == (tokens, 0)
             tree = delinearise(tokens, sentence)
             assert tree.leaves() == sentence and len(tree) == 1
     if search == "greedy":  # the same random model, unconstrained, writes malformed sequences
-        outputs = [data.vocabulary.decode(nbest[0].tokens) for nbest in run()]
+        outputs = [data.vocabulary.target.pieces(nbest[0].tokens) for nbest in run()]
         malformed = [repair(t, len(s))[1] > 0 for t, s in zip(outputs, sentences)]
         assert sum(malformed) > len(sentences) // 2
 
@@ -150,7 +153,7 @@ def test_the_shortest_limit_leaves_one_bracket_around_the_words(data):
     for sentence, (h,) in zip(
         sentences, greedy(decoder, memory, BOS_ID, EOS_ID, words + 3, constraint=constraint)
     ):
-        tokens = data.vocabulary.decode(h.tokens)
+        tokens = data.vocabulary.target.pieces(h.tokens)
         assert tokens[1:-1] == ["XX"] * len(sentence) and tokens[0][1:] == tokens[-1][1:]
     with pytest.raises(ValueError, match="room for a bracket"):
         greedy(decoder, memory, BOS_ID, EOS_ID, words + 2, constraint=constraint)

@@ -349,11 +349,11 @@ class Probe(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self.seen is None:
-            self.seen = (pl_module.reward_baseline, torch.get_rng_state())
+            self.seen = (pl_module.objective.baseline, torch.get_rng_state())
 
     def on_train_end(self, trainer, pl_module) -> None:
         if self.baseline is not None:
-            pl_module.reward_baseline = torch.tensor(self.baseline)
+            pl_module.objective.baseline = torch.tensor(self.baseline)
 
 
 def test_resuming_restores_the_reward_baseline_and_the_random_generators(tmp_path):

@@ -164,13 +164,13 @@ def test_attention_hits_and_judgement():
 def test_shapes_data_writes_once_and_refuses_another_world(tmp_path):
     counts = dict(num_train=12, num_val=3, num_test=3, num_holdout=3)
     data = ShapesData(str(tmp_path / "w"), level=2, **counts)
-    assert {k: len(v) for k, v in data.splits.items()} == {
+    assert {k: len(v) for k, v in data.images.items()} == {
         "train": 12,
         "val": 3,
         "test": 3,
         "holdout": 3,
     }
-    assert all(image.scene is not None and len(image.captions) >= 4 for image in data.splits["val"])
+    assert all(image.scene is not None and len(image.captions) >= 4 for image in data.images["val"])
     assert json.loads((tmp_path / "w" / "world.json").read_text())["counts"]["train"] == 12
     again = ShapesData(str(tmp_path / "w"), level=2, **counts)
     assert again.tokenizer.vocabulary == data.tokenizer.vocabulary

@@ -16,8 +16,8 @@ from seqtasks.data import TranslationData
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
+from seqtasks.search import run_batches
 from seqtasks.tasks import TranslationTask
-from seqtasks.tasks.base import run_batches
 from seqtasks.tasks.translation import CHECKPOINT_KEY
 
 

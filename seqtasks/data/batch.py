@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from seqtasks.data.tokenizer import PAD_ID
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass
@@ -64,3 +64,9 @@ def pad(sequences: list[list[int]]) -> Tensor:
     for row, ids in enumerate(sequences):
         out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
+
+
+def teacher_forcing(targets: Sequence[list[int]]) -> tuple[Tensor, Tensor]:
+    """Target ids -> the decoder's inputs BOS y_1 … y_n and outputs y_1 … y_n EOS, padded:
+    (B, T) each."""
+    return pad([[BOS_ID, *t] for t in targets]), pad([[*t, EOS_ID] for t in targets])

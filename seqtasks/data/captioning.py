@@ -8,12 +8,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from seqtasks.data.batch import pad
+from seqtasks.data.batch import teacher_forcing
 from seqtasks.data.captions import (
     TEST_IMAGES,
     VAL_IMAGES,
@@ -22,8 +21,8 @@ from seqtasks.data.captions import (
     read_captions,
 )
 from seqtasks.data.features import FeatureCache
+from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.shapes import LEVELS, Scene, write_world
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.data.words import WordTokenizer
 
 log = logging.getLogger(__name__)
@@ -64,6 +63,7 @@ class CaptionDataset(Dataset):
         image_size: int,
         every_caption: bool,
         max_length: int,
+        source: str = "",
     ):
         self.images, self.image_size = images, image_size
         self.targets = [[tokenizer.encode(c) for c in image.captions] for image in images]
@@ -74,18 +74,19 @@ class CaptionDataset(Dataset):
         ]
         if every_caption:
             short = [(i, j) for i, j in self.pairs if len(self.targets[i][j]) <= max_length]
-            if len(short) < len(self.pairs):
-                log.warning(
-                    "skipped %d of %d training captions with more than max_length %d words",
-                    len(self.pairs) - len(short),
-                    len(self.pairs),
-                    max_length,
-                )
+            reasons = {
+                f"with more than max_length {max_length} words": len(self.pairs) - len(short)
+            }
+            report_skipped(source, len(self.pairs), "captions", reasons)
             self.pairs = short
         self.features: FeatureCache | None = None
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def lengths(self) -> list[int]:
+        """Per (image, caption) pair, the caption's tokens with BOS/EOS."""
+        return [len(self.targets[i][j]) + 1 for i, j in self.pairs]
 
     def __getitem__(self, n: int) -> tuple[int, Tensor, list[int]]:
         i, j = self.pairs[n]
@@ -97,20 +98,24 @@ class CaptionDataset(Dataset):
     def collate(self, items: list[tuple[int, Tensor, list[int]]]) -> CaptionBatch:
         index, inputs, targets = zip(*items)
         stacked, cached = torch.stack(inputs), self.features is not None
+        tgt_in, tgt_out = teacher_forcing(targets)
         return CaptionBatch(
             images=None if cached else stacked,
             features=stacked if cached else None,
-            tgt_in=pad([[BOS_ID, *t] for t in targets]),
-            tgt_out=pad([[*t, EOS_ID] for t in targets]),
+            tgt_in=tgt_in,
+            tgt_out=tgt_out,
             index=torch.tensor(index),
             references=[self.images[i].captions for i in index],
             scenes=[self.images[i].scene for i in index],
         )
 
 
-class CaptionData(L.LightningDataModule):
+class CaptionData(BucketedData):
     """Captioned images from a `captions.txt` folder or a Karpathy split file (see
     `seqtasks.data.captions`), with a word vocabulary built from the training captions.
+
+    An image costs the same whatever its caption says, so batches count images (`batch_size`,
+    shuffled anew every epoch; Lightning shards them under DDP) rather than tokens.
 
     The splits come from the source (Karpathy's, or a folder's `splits.json`); a source without
     any is split in order (`seqtasks.data.captions.assign_splits`). The vocabulary is built in
@@ -145,48 +150,40 @@ class CaptionData(L.LightningDataModule):
         feature_cache: str | None = "data/features",
         num_workers: int = 0,
     ):
-        super().__init__()
-        self.image_size, self.batch_size, self.num_workers = image_size, batch_size, num_workers
-        self.max_length = max_length
+        super().__init__("train", "val", test_split, batch_size, max_length, num_workers, seed=0)
+        self.source, self.image_size, self.batch_size = source, image_size, batch_size
         self.feature_cache = feature_cache
-        self.stage_splits = {
-            "fit": "train",
-            "validate": "val",
-            "test": test_split,
-            "predict": test_split,
-        }
-        self.splits = read_captions(source, image_dir, val_images, test_images)
-        if test_split not in self.splits:
-            raise ValueError(f"{source} has no split '{test_split}' (it has {sorted(self.splits)})")
-        training = [c for image in self.splits.get("train", []) for c in image.captions]
+        self.images = read_captions(source, image_dir, val_images, test_images)
+        if test_split not in self.images:
+            raise ValueError(f"{source} has no split '{test_split}' (it has {sorted(self.images)})")
+        training = [c for image in self.images.get("train", []) for c in image.captions]
         if not training:
             raise ValueError(f"{source} has no training images")
         missing = [
-            i.path for images in self.splits.values() for i in images if not i.path.is_file()
+            i.path for images in self.images.values() for i in images if not i.path.is_file()
         ]
         if missing:
             raise FileNotFoundError(
                 f"{len(missing)} images of {source} are missing, e.g. {missing[0]}"
             )
         self.tokenizer = WordTokenizer.build(training, min_freq)
-        self.datasets: dict[str, CaptionDataset] = {}
 
     @property
     def tgt_vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    def setup(self, stage: str) -> None:
-        needed = {"fit": ["fit", "validate"]}.get(stage, [stage])
-        for name in needed:
-            if name not in self.datasets:
-                split = self.stage_splits[name]
-                self.datasets[name] = CaptionDataset(
-                    self.splits.get(split, []),
-                    self.tokenizer,
-                    self.image_size,
-                    every_caption=name == "fit",
-                    max_length=self.max_length,
-                )
+    def load_split(self, split: str, train: bool) -> CaptionDataset:
+        return CaptionDataset(
+            self.images.get(split, []),
+            self.tokenizer,
+            self.image_size,
+            every_caption=train,
+            max_length=self.max_length,
+            source=self.source,
+        )
+
+    def collate(self, stage: str) -> Callable[[list], CaptionBatch]:
+        return self.datasets[stage].collate
 
     def use_features(self, extract: Callable[[Tensor], Tensor], key: str) -> None:
         """Serve the feature maps of a frozen backbone instead of images, from the cache:
@@ -199,28 +196,15 @@ class CaptionData(L.LightningDataModule):
         for dataset in self.datasets.values():
             dataset.features = cache
 
-    def _loader(self, name: str, shuffle: bool) -> DataLoader:
-        dataset = self.datasets[name]
+    def loader(self, stage: str, train: bool) -> DataLoader:
         return DataLoader(
-            dataset,
+            self.datasets[stage],
             batch_size=self.batch_size,
-            shuffle=shuffle,
-            collate_fn=dataset.collate,
+            shuffle=train,
+            collate_fn=self.collate(stage),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("fit", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validate", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("predict", shuffle=False)
 
 
 class ShapesData(CaptionData):

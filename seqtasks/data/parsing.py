@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import lightning as L
 import torch
 from nltk import Tree
-from torch.utils.data import DataLoader
 
-from seqtasks.data.batch import Batch, ParallelDataset, pad
-from seqtasks.data.batching import bucketed_loader
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seqtasks.data.batch import Batch, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.module import BucketedData, report_skipped
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID
 from seqtasks.parsing.linearisation import linearise
 from seqtasks.parsing.trees import read_treebank, to_line
 from seqtasks.parsing.vocabulary import ParsingVocabulary
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,18 +42,19 @@ def collate(items: list[tuple[int, ParseExample]], word_dropout: bool = False) -
             src = [u if random.random() < p else s for s, u, p in zip(e.src, e.unknown, e.drop)]
         sources.append(src + [EOS_ID])
     src = pad(sources)
+    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples])
     return Batch(
         src=src,
         src_mask=src != PAD_ID,
-        tgt_in=pad([[BOS_ID] + e.tgt for e in examples]),
-        tgt_out=pad([e.tgt + [EOS_ID] for e in examples]),
+        tgt_in=tgt_in,
+        tgt_out=tgt_out,
         index=torch.tensor(index),
         src_text=[e.words for e in examples],
         tgt_text=[e.tree for e in examples],
     )
 
 
-class ParsingData(L.LightningDataModule):
+class ParsingData(BucketedData):
     """Cleaned trees, one per line, in `{split}.mrg` files of one folder, as written by
     `data_prep/ptb.py`. The vocabularies are built from the training split in `__init__`, so
     their sizes are known as soon as the module exists (the CLI links them into the model).
@@ -93,32 +90,21 @@ class ParsingData(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
     ):
-        super().__init__()
+        super().__init__(
+            train_split, val_split, test_split, max_tokens, max_length, num_workers, seed
+        )
         self.data_dir = Path(data_dir)
-        self.splits = {
-            "fit": train_split,
-            "validate": val_split,
-            "test": test_split,
-            "predict": test_split,
-        }
         self.word_dropout = word_dropout
-        self.max_tokens, self.max_length = max_tokens, max_length
-        self.num_workers, self.seed = num_workers, seed
         train, empty, long = self.training_trees(train_split)
-        if empty or long:
-            log.warning(
-                "%s: skipped %d of %d training trees: %d without words, %d with a bracket "
-                "sequence over max_length %d tokens",
-                self.data_dir / f"{train_split}.mrg",
-                empty + long,
-                len(train) + empty + long,
-                empty,
-                long,
-                max_length,
-            )
+        reasons = {
+            "without words": empty,
+            f"with a bracket sequence over max_length {max_length} tokens": long,
+        }
+        report_skipped(
+            self.data_dir / f"{train_split}.mrg", len(train) + empty + long, "trees", reasons
+        )
         self.counts = Counter(w for tree in train for w in tree.leaves())
         self.vocabulary = ParsingVocabulary.build(train, tags, reverse, min_count)
-        self.datasets: dict[str, ParallelDataset] = {}
 
     def read(self, split: str) -> list[Tree]:
         path = self.data_dir / f"{split}.mrg"
@@ -145,53 +131,29 @@ class ParsingData(L.LightningDataModule):
 
     @property
     def src_vocab_size(self) -> int:
-        return len(self.vocabulary.words)
+        return self.vocabulary.source.vocab_size
 
     @property
     def tgt_vocab_size(self) -> int:
-        return len(self.vocabulary.tokens)
+        return self.vocabulary.target.vocab_size
 
     def example(self, tree: Tree) -> ParseExample:
         v, words = self.vocabulary, tree.leaves()
         alpha = self.word_dropout
         drop = [alpha / (alpha + self.counts[w]) if alpha > 0 else 0.0 for w in words]
         return ParseExample(
-            src=v.encode_words(words),
-            tgt=v.encode_tree(tree),
-            unknown=v.ordered([v.unknown_id(w) for w in words]),
-            drop=v.ordered(drop),
+            src=v.source.encode_words(words),
+            tgt=v.target.encode_tree(tree),
+            unknown=v.source.ordered([v.source.unknown_id(w) for w in words]),
+            drop=v.source.ordered(drop),
             words=" ".join(words),
             tree=to_line(tree),
         )
 
-    def setup(self, stage: str) -> None:
-        needed = {"fit": ["fit", "validate"], "validate": ["validate"]}.get(stage, [stage])
-        for name in needed:
-            if name not in self.datasets:
-                split = self.splits[name]
-                trees = self.training_trees(split)[0] if name == "fit" else self.read(split)
-                self.datasets[name] = ParallelDataset([self.example(t) for t in trees])
+    def load_split(self, split: str, train: bool) -> ParallelDataset:
+        trees = self.training_trees(split)[0] if train else self.read(split)
+        return ParallelDataset([self.example(tree) for tree in trees])
 
-    def _loader(self, name: str, train: bool) -> DataLoader:
-        dataset = self.datasets[name]
-        return bucketed_loader(
-            dataset,
-            dataset.lengths(),
-            self.max_tokens,
-            train,
-            self.seed,
-            partial(collate, word_dropout=train and self.word_dropout > 0),
-            self.num_workers,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("fit", train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validate", train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("predict", train=False)
+    def collate(self, stage: str) -> Callable[[list[tuple[int, ParseExample]]], Batch]:
+        """Padded batches; training ones with word dropout."""
+        return partial(collate, word_dropout=stage == "fit" and self.word_dropout > 0)

@@ -1,15 +1,33 @@
-"""Subword tokenisation with sentencepiece, and the fixed special-token ids every model shares."""
+"""The tokeniser protocol and the fixed special-token ids every model shares, and subword
+tokenisation with sentencepiece."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 import sentencepiece as spm
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What every tokeniser offers (sentencepiece subwords, caption words, parsing's words and
+    tree tokens): text to ids and back, with the special ids above at the same places in
+    every vocabulary. `encode` adds neither BOS nor EOS (the data modules do); `pieces` gives
+    one display string per id, for attention plots and bracket sequences."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def pieces(self, ids: Sequence[int]) -> list[str]: ...
 
 
 class SentencePieceTokenizer:
@@ -43,10 +61,10 @@ class SentencePieceTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.sp.encode(text)
 
-    def decode(self, ids: list[int]) -> str:
-        return self.sp.decode(ids)
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode(list(ids))
 
-    def pieces(self, ids: list[int]) -> list[str]:
+    def pieces(self, ids: Sequence[int]) -> list[str]:
         """The subword strings of `ids`, for axis labels of attention plots."""
         return [self.sp.id_to_piece(i) for i in ids]
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
-from torch.utils.data import DataLoader
 
-from seqtasks.data.batch import Batch, ParallelDataset, pad
-from seqtasks.data.batching import bucketed_loader
+from seqtasks.data.batch import Batch, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.text import read_parallel
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +28,12 @@ class Example:
 def collate(items: list[tuple[int, Example]]) -> Batch:
     index, examples = zip(*items)
     src = pad([e.src + [EOS_ID] for e in examples])
+    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples])
     return Batch(
         src=src,
         src_mask=src != PAD_ID,
-        tgt_in=pad([[BOS_ID] + e.tgt for e in examples]),
-        tgt_out=pad([e.tgt + [EOS_ID] for e in examples]),
+        tgt_in=tgt_in,
+        tgt_out=tgt_out,
         index=torch.tensor(index),
         src_text=[e.src_text for e in examples],
         tgt_text=[e.tgt_text for e in examples],
@@ -49,7 +49,7 @@ def encode_source(tokenizer: SentencePieceTokenizer, text: str, max_length: int)
     return ids
 
 
-class TranslationData(L.LightningDataModule):
+class TranslationData(BucketedData):
     """Line-aligned `{split}.{lang}` files and sentencepiece models `spm.{lang}.model` in one
     folder, as written by `data_prep/multi30k.py` (or by you, for your own corpus).
 
@@ -81,20 +81,13 @@ class TranslationData(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
     ):
-        super().__init__()
+        super().__init__(
+            train_split, val_split, test_split, max_tokens, max_length, num_workers, seed
+        )
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.splits = {
-            "fit": train_split,
-            "validate": val_split,
-            "test": test_split,
-            "predict": test_split,
-        }
-        self.max_tokens, self.max_length = max_tokens, max_length
-        self.num_workers, self.seed = num_workers, seed
         self.src_tokenizer = self._tokenizer(src_lang)
         self.tgt_tokenizer = self._tokenizer(tgt_lang)
-        self.datasets: dict[str, ParallelDataset] = {}
 
     def _tokenizer(self, lang: str) -> SentencePieceTokenizer:
         path = self.data_dir / f"spm.{lang}.model"
@@ -135,51 +128,13 @@ class TranslationData(L.LightningDataModule):
                 src = encode_source(self.src_tokenizer, src_text, self.max_length)
                 tgt = self.tgt_tokenizer.encode(tgt_text)[: self.max_length]
             examples.append(Example(src, tgt, src_text, tgt_text))
-        if empty or long:
-            log.warning(
-                "%s: skipped %d of %d training pairs: %d with an empty side, %d with a side over "
-                "max_length %d tokens",
-                src_path,
-                empty + long,
-                len(src_lines),
-                empty,
-                long,
-                self.max_length,
-            )
+        if train:
+            reasons = {
+                "with an empty side": empty,
+                f"with a side over max_length {self.max_length} tokens": long,
+            }
+            report_skipped(src_path, len(src_lines), "pairs", reasons)
         return ParallelDataset(examples)
 
-    def setup(self, stage: str) -> None:
-        needed = {
-            "fit": ["fit", "validate"],
-            "validate": ["validate"],
-            "test": ["test"],
-            "predict": ["predict"],
-        }
-        for name in needed.get(stage, []):
-            if name not in self.datasets:
-                self.datasets[name] = self.load_split(self.splits[name], train=name == "fit")
-
-    def _loader(self, name: str, train: bool) -> DataLoader:
-        dataset = self.datasets[name]
-        return bucketed_loader(
-            dataset,
-            dataset.lengths(),
-            self.max_tokens,
-            train,
-            self.seed,
-            collate,
-            self.num_workers,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("fit", train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validate", train=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", train=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        """The test split's sources (`seqtasks predict`; see `callbacks.TranslationWriter`)."""
-        return self._loader("predict", train=False)
+    def collate(self, stage: str) -> Callable[[list[tuple[int, Example]]], Batch]:
+        return collate

@@ -1,15 +1,15 @@
 """Word-level tokenisation for captions: lower-cased words, punctuation stripped, rare words UNK.
 
-It shares the special-token ids of every seqtasks model (`tokenizer.PAD_ID` …) and the interface
-of `SentencePieceTokenizer` (`encode`, `decode`, `pieces`, `vocab_size`), and is stored in a
-checkpoint as its word list.
+It shares the special-token ids of every seqtasks model (`tokenizer.PAD_ID` …) and the
+`Tokenizer` protocol (`encode`, `decode`, `pieces`, `vocab_size`), and is stored in a checkpoint
+as its word list.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -48,10 +48,10 @@ class WordTokenizer:
     def encode(self, text: str) -> list[int]:
         return [self.stoi.get(word, UNK_ID) for word in words(text)]
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         """The words of `ids` joined by spaces; special tokens other than UNK are left out."""
         return " ".join(self.itos[i] for i in ids if i == UNK_ID or i not in SPECIALS)
 
-    def pieces(self, ids: list[int]) -> list[str]:
+    def pieces(self, ids: Sequence[int]) -> list[str]:
         """One string per id, for the panels of attention figures."""
         return [self.itos[i] for i in ids]

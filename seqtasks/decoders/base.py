@@ -70,9 +70,7 @@ class Decoder(nn.Module, metaclass=ABCMeta):
         raise NotImplementedError
 
     @abstractmethod
-    def step(
-        self, prev_tokens: Tensor, state: Any
-    ) -> tuple[Tensor, Any, Tensor | None]:
+    def step(self, prev_tokens: Tensor, state: Any) -> tuple[Tensor, Any, Tensor | None]:
         """(R,) previous tokens -> (R, V) logits, the new state, (R, S) attention or None."""
         raise NotImplementedError
 

@@ -20,6 +20,7 @@ from nltk import Tree
 
 from seqtasks.data.tokenizer import UNK_ID
 from seqtasks.parsing.linearisation import linearise
+from seqtasks.parsing.trees import read_trees
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]  # at PAD_ID, UNK_ID, BOS_ID, EOS_ID
 
@@ -46,9 +47,70 @@ def unknown_word_class(word: str) -> str:
     return "<unk-" + "-".join(features) + ">"
 
 
+class SourceWords:
+    """The source side as a `Tokenizer`: a sentence's words (split at spaces) to ids, unknown
+    words read as their class, in the order the encoder reads them."""
+
+    def __init__(self, words: list[str], reverse: bool):
+        self.words, self.reverse = words, reverse
+        self.ids = {w: i for i, w in enumerate(words)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.words)
+
+    def ordered(self, items: list) -> list:
+        """Source positions in the order the encoder reads them."""
+        return items[::-1] if self.reverse else items
+
+    def unknown_id(self, word: str) -> int:
+        return self.ids.get(unknown_word_class(word), UNK_ID)
+
+    def encode_words(self, words: Sequence[str]) -> list[int]:
+        """Source ids (no EOS), unknown words as their class."""
+        ids = [self.ids.get(w) for w in words]
+        return self.ordered([self.unknown_id(w) if i is None else i for i, w in zip(ids, words)])
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_words(text.split())
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.ordered(self.pieces(ids)))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.words[i] for i in ids]
+
+
+class TreeTokens:
+    """The target side as a `Tokenizer`: a tree (on one line) to the ids of its bracket
+    sequence (`seqtasks.parsing.linearisation`), and ids back to that sequence."""
+
+    def __init__(self, tokens: list[str], tags: bool):
+        self.tokens, self.tags = tokens, tags
+        self.ids = {t: i for i, t in enumerate(tokens)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def encode_tree(self, tree: Tree) -> list[int]:
+        """Target ids of the tree's bracket sequence (no BOS/EOS)."""
+        return [self.ids.get(t, UNK_ID) for t in linearise(tree, self.tags)]
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_tree(read_trees(text)[0])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.pieces(ids))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]
+
+
 @dataclass
 class ParsingVocabulary:
-    """Source words and target tokens, and how sentences and trees become ids.
+    """Source words and target tokens, stored in checkpoints as these lists and flags; `source`
+    and `target` are the two sides as `Tokenizer`s.
 
     Attributes:
         words: the source token of each id: SPECIALS, the words, the unknown-word classes.
@@ -63,8 +125,8 @@ class ParsingVocabulary:
     reverse: bool
 
     def __post_init__(self):
-        self.word_ids = {w: i for i, w in enumerate(self.words)}
-        self.token_ids = {t: i for i, t in enumerate(self.tokens)}
+        self.source = SourceWords(self.words, self.reverse)
+        self.target = TreeTokens(self.tokens, self.tags)
 
     @classmethod
     def build(
@@ -85,22 +147,3 @@ class ParsingVocabulary:
     @classmethod
     def from_dict(cls, stored: dict[str, Any]) -> ParsingVocabulary:
         return cls(**stored)
-
-    def ordered(self, items: list) -> list:
-        """Source positions in the order the encoder reads them."""
-        return items[::-1] if self.reverse else items
-
-    def unknown_id(self, word: str) -> int:
-        return self.word_ids.get(unknown_word_class(word), UNK_ID)
-
-    def encode_words(self, words: Sequence[str]) -> list[int]:
-        """Source ids (no EOS), unknown words as their class."""
-        ids = [self.word_ids.get(w) for w in words]
-        return self.ordered([self.unknown_id(w) if i is None else i for i, w in zip(ids, words)])
-
-    def encode_tree(self, tree: Tree) -> list[int]:
-        """Target ids of the tree's bracket sequence (no BOS/EOS)."""
-        return [self.token_ids.get(t, UNK_ID) for t in linearise(tree, self.tags)]
-
-    def decode(self, ids: Sequence[int]) -> list[str]:
-        return [self.tokens[i] for i in ids]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -18,21 +18,12 @@ from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.io.checkpoint_files import stored_entries
 from seqtasks.layers.memory import Memory
-from seqtasks.metrics.captioning import score_captions
-from seqtasks.metrics.shapes import Judgement, judge, summarise
+from seqtasks.metrics.shapes import judge
+from seqtasks.metrics.split_scores import Captioned, CaptionScores
 from seqtasks.search.hypothesis import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask, Evaluated
+from seqtasks.tasks.base import EncoderDecoderTask
 
 CHECKPOINT_KEY = "seqtasks"
-
-
-@dataclass
-class Captioned(Evaluated):
-    """A decoded example of a validation or test split."""
-
-    caption: str
-    references: list[str]
-    judgement: Judgement | None  # on the shapes world, the caption read against the scene
 
 
 @dataclass
@@ -57,7 +48,6 @@ def _without_pretrained(factory: Any) -> Any:
 
 
 class CaptioningTask(EncoderDecoderTask):
-
     """Caption images with an image encoder and any decoder; validate with CIDEr-D.
 
     The word vocabulary and the image size come from the DataModule when training starts and
@@ -78,6 +68,7 @@ class CaptioningTask(EncoderDecoderTask):
     """
 
     reads = "images"
+    Scores = CaptionScores
 
     def __init__(
         self,
@@ -170,48 +161,30 @@ class CaptioningTask(EncoderDecoderTask):
         groups = [*self.encoder.parameter_groups(), {"params": list(self.decoder.parameters())}]
         return [group for group in groups if group["params"]]
 
-    def _evaluate_batch(self, batch: CaptionBatch, stage: str, beam: int) -> None:
-        memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
-        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
+    def evaluation_records(
+        self, batch: CaptionBatch, memory: Memory, beam: int, losses: list[tuple[float, int]]
+    ) -> list[Captioned]:
+        """Captions; on the shapes world (scenes known) also read against the scene."""
         shapes = batch.scenes[0] is not None
-        hypotheses = self.search(memory, beam_size=beam, return_attention=shapes)
-        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
+        records = []
+        for i, nbest in enumerate(self.search(memory, beam, return_attention=shapes)):
             best = nbest[0]
-            judged = None
+            loss, tokens = losses[i]
+            record = Captioned(
+                int(batch.index[i]),
+                loss,
+                tokens,
+                self.tokenizer.decode(best.tokens),
+                tuple(batch.references[i]),
+            )
             if shapes:
                 said = self.tokenizer.pieces(best.tokens)
-                scene, references = batch.scenes[i], batch.references[i]
-                judged = judge(said, references, scene, best.attention, memory.grid)
-            text = self.tokenizer.decode(best.tokens)
-            self._eval_outputs.append(
-                Captioned(int(batch.index[i]), loss, tokens, text, batch.references[i], judged)
-            )
-
-    def _log_scores(self, stage: str) -> None:
-        outputs = self.gathered_outputs()
-        if not outputs:
-            return
-        scores = score_captions([o.caption for o in outputs], [o.references for o in outputs])
-        # Every process holds the same, whole-split scores: syncing them changes nothing but
-        # tells Lightning the epoch-level value is global.
-        self.log_loss(stage, outputs)
-        self.log(f"{stage}/cider", scores.cider, prog_bar=True, sync_dist=True)
-        for n in (1, 4):
-            self.log(f"{stage}/bleu{n}", getattr(scores, f"bleu{n}"), sync_dist=True)
-        judgements = [o.judgement for o in outputs if o.judgement is not None]
-        if judgements:
-            for name, value in summarise(judgements).items():
-                self.log(f"{stage}/{name}", value, sync_dist=True)
-
-    def validation_step(self, batch: CaptionBatch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "val", self.val_beam)
-
-    def test_step(self, batch: CaptionBatch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "test", self.test_beam)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_scores("test")
+                judged = judge(
+                    said, batch.references[i], batch.scenes[i], best.attention, memory.grid
+                )
+                record = replace(record, judged=True, **vars(judged))
+            records.append(record)
+        return records
 
     def predict_step(self, batch: CaptionBatch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, caption) for each image of the batch."""

@@ -19,23 +19,16 @@ from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.io.checkpoint_files import stored_entries
 from seqtasks.layers.memory import Memory
-from seqtasks.metrics.parseval import score_corpus
+from seqtasks.metrics.split_scores import Parsed, ParseScores
 from seqtasks.parsing.constraint import BracketConstraint
 from seqtasks.parsing.linearisation import tree_from_output
-from seqtasks.parsing.trees import NONE_TAG, ROOT, read_trees, to_line
+from seqtasks.parsing.trees import ROOT, to_line
 from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary
+from seqtasks.search import run_batches
 from seqtasks.search.hypothesis import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
+from seqtasks.tasks.base import EncoderDecoderTask
 
 CHECKPOINT_KEY = "seqtasks"
-
-
-@dataclass
-class Parsed(Evaluated):
-    """A decoded example of a validation or test split."""
-
-    written: str  # the bracket sequence the decoder wrote
-    gold: str  # the gold tree, on one line
 
 
 @dataclass
@@ -66,6 +59,8 @@ class ParsingTask(EncoderDecoderTask):
         (the rest as in `EncoderDecoderTask`; lengths count source words + EOS, and the limit
         never falls below what a bracket around all the words needs)
     """
+
+    Scores = ParseScores
 
     def __init__(
         self,
@@ -107,7 +102,7 @@ class ParsingTask(EncoderDecoderTask):
             self.set_vocabulary(datamodule.vocabulary)
 
     def set_vocabulary(self, vocabulary: ParsingVocabulary) -> None:
-        found = (len(vocabulary.words), len(vocabulary.tokens))
+        found = (vocabulary.source.vocab_size, vocabulary.target.vocab_size)
         expected = (self.hparams.src_vocab_size, self.hparams.tgt_vocab_size)
         if found != expected:
             raise ValueError(
@@ -142,56 +137,27 @@ class ParsingTask(EncoderDecoderTask):
     ) -> Parse:
         """The parse a hypothesis describes over `words`, its preterminals tagged with `tags`
         when given, else with what the model wrote (`XX` or its own tags)."""
-        tokens = self.vocabulary.decode(hypothesis.tokens)
+        tokens = self.vocabulary.target.pieces(hypothesis.tokens)
         tree, repairs = tree_from_output(tokens, words, tags)
         return Parse(tree, tokens, hypothesis.score, repairs)
 
     # ---- evaluation -----------------------------------------------------------------------
-    def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
-        """The teacher-forced loss and a search, from one encoding of the batch."""
-        memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
-        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
-        hypotheses = self.search(memory, beam_size=beam)
-        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
-            written = " ".join(self.vocabulary.decode(nbest[0].tokens))
-            self._eval_outputs.append(
-                Parsed(int(batch.index[i]), loss, tokens, written, batch.tgt_text[i])
+    def evaluation_records(
+        self, batch: Batch, memory: Memory, beam: int, losses: list[tuple[float, int]]
+    ) -> list[Parsed]:
+        written = [self.vocabulary.target.decode(n[0].tokens) for n in self.search(memory, beam)]
+        return [
+            Parsed(int(i), loss, tokens, sequence, gold)
+            for i, (loss, tokens), sequence, gold in zip(
+                batch.index, losses, written, batch.tgt_text
             )
+        ]
 
-    def _log_scores(self, stage: str) -> None:
-        """EVALB's figures of the trees as the model wrote them (its tags, or XX): punctuation
-        is decided by the gold tags, so the brackets score the same either way; a model that
-        writes tags also gets `tagging_accuracy`."""
-        outputs = self.gathered_outputs()
-        golds, preds, repaired = [], [], 0
-        for record in outputs:
-            gold = read_trees(record.gold)[0]
-            words = [word for word, tag in gold.pos() if tag != NONE_TAG]
-            tree, repairs = tree_from_output(record.written.split(), words)
-            golds.append(gold)
-            preds.append(tree)
-            repaired += repairs > 0
-        scores = score_corpus(golds, preds)
-        # Every process holds the same, whole-split scores: syncing them changes nothing but
-        # tells Lightning the epoch-level value is global.
-        self.log_loss(stage, outputs)
-        self.log(f"{stage}/f1", scores.all.f1, prog_bar=True, sync_dist=True)
-        self.log(f"{stage}/recall", scores.all.recall, sync_dist=True)
-        self.log(f"{stage}/precision", scores.all.precision, sync_dist=True)
-        self.log(f"{stage}/complete_match", scores.all.complete_match, sync_dist=True)
-        self.log(f"{stage}/malformed", 100.0 * repaired / max(len(golds), 1), sync_dist=True)
+    def reported(self, scores: dict[str, float]) -> dict[str, float]:
+        """All of EVALB's figures, but tagging accuracy only for a model that writes tags."""
         if self.vocabulary.tags:
-            self.log(f"{stage}/tagging_accuracy", scores.all.tagging_accuracy, sync_dist=True)
-
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "val", self.val_beam)
-
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "test", self.test_beam)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_scores("test")
+            return scores
+        return {name: value for name, value in scores.items() if name != "tagging_accuracy"}
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, predicted tree on one line) for each sentence of the batch."""
@@ -233,7 +199,7 @@ class ParsingTask(EncoderDecoderTask):
 
         def parse_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
-            src = pad([self.vocabulary.encode_words(sentences[i]) + [EOS_ID] for i in rows])
+            src = pad([self.vocabulary.source.encode_words(sentences[i]) + [EOS_ID] for i in rows])
             src = src.to(self.device)
             for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
                 results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])

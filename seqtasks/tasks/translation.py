@@ -17,20 +17,13 @@ from seqtasks.data.translation import encode_source
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.io.checkpoint_files import stored_entries
-from seqtasks.metrics.bleu import score_corpus
+from seqtasks.layers.memory import Memory
+from seqtasks.metrics.split_scores import Translated, TranslationScores
+from seqtasks.search import run_batches
 from seqtasks.search.hypothesis import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask, Evaluated, run_batches
+from seqtasks.tasks.base import EncoderDecoderTask
 
 CHECKPOINT_KEY = "seqtasks"
-
-
-@dataclass
-class Translated(Evaluated):
-    """A decoded example of a validation or test split."""
-
-    source: str
-    hypothesis: str  # detokenised
-    reference: str
 
 
 @dataclass
@@ -58,6 +51,8 @@ class TranslationTask(EncoderDecoderTask):
             the output projection.
         (the rest as in `EncoderDecoderTask`)
     """
+
+    Scores = TranslationScores
 
     def __init__(
         self,
@@ -140,41 +135,16 @@ class TranslationTask(EncoderDecoderTask):
         super().on_load_checkpoint(checkpoint)
 
     # ---- evaluation -----------------------------------------------------------------------
-    def _evaluate_batch(self, batch: Batch, stage: str, beam: int) -> None:
-        """The teacher-forced loss and a search, from one encoding of the batch."""
-        memory = self.encode(batch)
-        output = self.decoder(memory, batch.tgt_in, need_attention=self.needs_attention)
-        losses = self.evaluation_losses(output, batch.tgt_out, memory.mask)
-        hypotheses = self.search(memory, beam_size=beam)
-        for i, (nbest, (loss, tokens)) in enumerate(zip(hypotheses, losses)):
-            text = self.tgt_tokenizer.decode(nbest[0].tokens)
-            self._eval_outputs.append(
-                Translated(
-                    int(batch.index[i]), loss, tokens, batch.src_text[i], text, batch.tgt_text[i]
-                )
+    def evaluation_records(
+        self, batch: Batch, memory: Memory, beam: int, losses: list[tuple[float, int]]
+    ) -> list[Translated]:
+        texts = [self.tgt_tokenizer.decode(nbest[0].tokens) for nbest in self.search(memory, beam)]
+        return [
+            Translated(int(i), loss, tokens, source, text, reference)
+            for i, (loss, tokens), source, text, reference in zip(
+                batch.index, losses, batch.src_text, texts, batch.tgt_text
             )
-
-    def _log_scores(self, stage: str) -> None:
-        outputs = self.gathered_outputs()
-        hypotheses = [o.hypothesis for o in outputs]
-        references = [o.reference for o in outputs]
-        scores = score_corpus(hypotheses, references)
-        exact = sum(h == r for h, r in zip(hypotheses, references)) / max(len(outputs), 1)
-        # Every process holds the same, whole-split scores: syncing them changes nothing but
-        # tells Lightning the epoch-level value is global.
-        self.log_loss(stage, outputs)
-        self.log(f"{stage}/bleu", scores.bleu, prog_bar=True, sync_dist=True)
-        self.log(f"{stage}/chrf", scores.chrf, sync_dist=True)
-        self.log(f"{stage}/exact_match", 100.0 * exact, sync_dist=True)
-
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "val", self.val_beam)
-
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate_batch(batch, "test", self.test_beam)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_scores("test")
+        ]
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, translation) for each sentence of the batch."""

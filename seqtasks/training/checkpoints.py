@@ -10,6 +10,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from torch import Tensor
 
 from seqtasks.io.checkpoint_files import check_entries, torch_load
 from seqtasks.io.files import open_atomic, remove_stale_temporaries
@@ -82,3 +83,14 @@ class LastCheckpoint(ModelCheckpoint):
         super().__init__(
             dirpath=dirpath, filename=self.CHECKPOINT_NAME_LAST, enable_version_counter=False
         )
+
+
+def refuse_non_finite(state_dict: dict[str, Any], step: int) -> None:
+    """Raise rather than write a checkpoint whose weights hold NaN or infinity."""
+    for name, tensor in state_dict.items():
+        if isinstance(tensor, Tensor) and tensor.is_floating_point():
+            if not torch.isfinite(tensor).all():
+                raise FloatingPointError(
+                    f"not writing a checkpoint at step {step}: parameter {name} holds "
+                    "non-finite values"
+                )

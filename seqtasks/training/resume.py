@@ -1,5 +1,6 @@
-"""The global random number generators a training run draws from (dropout, sampled attention,
-word dropout), as a value a checkpoint can hold and a resumed run can set back."""
+"""What a resumed run needs beyond Lightning's own state, per process: the global random number
+generators a training run draws from (dropout, sampled attention, word dropout) and the
+REINFORCE baseline, as values a checkpoint can hold and a resumed run can set back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch import Tensor
+
+RESUME_KEY = "seqtasks_resume"  # in a checkpoint: a list of per-process states, by rank
 
 
 def random_state() -> dict[str, Any]:
@@ -34,3 +39,18 @@ def set_random_state(state: dict[str, Any]) -> None:
     np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+def process_state(reward_baseline: Tensor | None) -> dict[str, Any]:
+    """This process's state to resume from."""
+    baseline = None if reward_baseline is None else reward_baseline.detach().cpu()
+    return {"reward_baseline": baseline, "random": random_state()}
+
+
+def from_every_process(value: Any) -> list[Any]:
+    """`value` from every process, in rank order (under DDP); otherwise `[value]`."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        values: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(values, value)
+        return values
+    return [value]
