@@ -41,44 +41,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 from seqtasks.cli.arguments import non_negative_int, positive_int, text_file
-from seqtasks.data.captions import (
-    TEST_IMAGES,
-    VAL_IMAGES,
-    CaptionedImage,
-    load_images,
-    read_captions,
-)
+from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES, read_captions
 from seqtasks.data.text import read_parallel
+from seqtasks.evaluation.captioning import caption_images, captioning_report, nearest_neighbour
+from seqtasks.evaluation.parsing import parsing_report
+from seqtasks.evaluation.translation import output_paths, translation_lines, translation_report
 from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_bleu_by_length
-from seqtasks.metrics import parseval
-from seqtasks.metrics.bleu import bleu_by_source_length, score_corpus
-from seqtasks.metrics.captioning import score_captions
-from seqtasks.metrics.shapes import judge, summarise
-from seqtasks.parsing.linearisation import XX
+from seqtasks.metrics.bleu import LengthBucket
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank, to_line
 from seqtasks.tasks.captioning import CaptioningTask
 from seqtasks.tasks.parsing import ParsingTask
 from seqtasks.tasks.translation import TranslationTask
 
 
-def output_paths(output: Path, checkpoints: list[Path]) -> list[Path]:
-    """Where each checkpoint's translations go: `output` itself for one checkpoint; for several,
-    `output` with the checkpoint's name before its suffix (hyp.txt -> hyp.best.txt), numbered by
-    position when names repeat (two runs' last.ckpt: hyp.1-last.txt, hyp.2-last.txt)."""
-    if len(checkpoints) == 1:
-        return [output]
-    stems = [path.stem for path in checkpoints]
-    if len(set(stems)) < len(stems):
-        stems = [f"{i}-{stem}" for i, stem in enumerate(stems, start=1)]
-    return [output.with_name(f"{output.stem}.{stem}{output.suffix}") for stem in stems]
+def fail(error: Exception | str) -> int:
+    """Say what is wrong on stderr; the status of a failed run."""
+    print(f"error: {error}", file=sys.stderr)
+    return 2
 
 
 def evaluate_translation(args: argparse.Namespace) -> int:
@@ -89,46 +73,21 @@ def evaluate_translation(args: argparse.Namespace) -> int:
             for path in args.checkpoint
         ]
     except (CheckpointError, FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-    stems = [path.stem for path, _ in models]
-    unique = len(set(stems)) == len(stems)
+        return fail(error)
+    unique = len({path.stem for path, _ in models}) == len(models)
     outputs = output_paths(args.output, args.checkpoint) if args.output else []
     reports, curves = [], {}
     for number, (path, model) in enumerate(models):
         results = model.translate(sources, beam_size=args.beam, max_tokens=args.max_tokens)
         hypotheses = [nbest[0].text for nbest in results]
+        report = translation_report(path, hypotheses, sources, references, args.beam, args.buckets)
         if outputs:
             write_atomic(outputs[number], "".join(h + "\n" for h in hypotheses))
-        scores = score_corpus(hypotheses, references)
-        lowercase = score_corpus(hypotheses, references, lowercase=True)
-        buckets = bleu_by_source_length(sources, hypotheses, references, args.buckets)
+            report["output"] = str(outputs[number])
+        print("\n".join(translation_lines(report)))
+        reports.append(report)
         name = path.stem if unique else str(path)
-        curves[name] = [(b.label, b.bleu) for b in buckets]
-        print(f"== {path} (beam {args.beam}, {scores.sentences} sentences)")
-        if outputs:
-            print(f"translations written to {outputs[number]}")
-        print(f"BLEU = {scores.bleu:.2f}   {scores.bleu_signature}")
-        print(f"chrF = {scores.chrf:.2f}   {scores.chrf_signature}")
-        print(f"BLEU lower-cased = {lowercase.bleu:.2f}")
-        print("source words   sentences   BLEU")
-        for bucket in buckets:
-            print(f"{bucket.label:>12}   {bucket.sentences:>9}   {bucket.bleu:5.2f}")
-        reports.append(
-            {
-                "checkpoint": str(path),
-                "bleu": scores.bleu,
-                "chrf": scores.chrf,
-                "signature": scores.bleu_signature,
-                "chrf_signature": scores.chrf_signature,
-                "bleu_lowercase": lowercase.bleu,
-                "sentences": scores.sentences,
-                "beam": args.beam,
-                "by_length": [asdict(b) for b in buckets],
-            }
-            | ({"output": str(outputs[number])} if outputs else {})
-        )
+        curves[name] = [(LengthBucket(**b).label, b["bleu"]) for b in report["by_length"]]
     if args.length_plot:
         print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
     if args.json:
@@ -148,94 +107,24 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
         else:
             model = load_task(args.checkpoint, ParsingTask, "parsing", args.device)
     except (CheckpointError, FileNotFoundError, TreebankError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-    report: dict = {"gold_file": str(args.gold)}
+        return fail(error)
+    source: dict = {"gold_file": str(args.gold)}
+    malformed = None
     if args.pred:
-        report["pred_file"] = str(args.pred)
-        malformed = None
+        source["pred_file"] = str(args.pred)
     else:
         words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
         parses = model.parse(words, beam_size=args.beam)
         preds = [p.tree for p in parses]
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
-        report |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
+        source |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
         if args.output:
             write_atomic(args.output, "".join(to_line(t) + "\n" for t in preds))
-
-    scores = parseval.score_corpus(golds, preds)
-    buckets = parseval.f1_by_length(scores, args.buckets)
-    tagged = any(tag != XX for tree in preds if tree is not None for _, tag in tree.pos())
-    print(parseval.summary(scores, tagged))
-    print(f"\nPreterminals written = {'POS tags' if tagged else 'XX (no tagging accuracy)'}")
-    if malformed is not None:
-        print(f"\nMalformed output (repaired) = {malformed:6.2f} %")
-    print("\nsentence length   sentences      F1")
-    for bucket in buckets:
-        print(f"{bucket.label:>15}   {bucket.sentences:>9}   {bucket.f1:6.2f}")
-    every, short = scores.all, scores.short
-    report |= {
-        "recall": every.recall,
-        "precision": every.precision,
-        "f1": every.f1,
-        "complete_match": every.complete_match,
-        "preterminals": "tags" if tagged else "XX",
-        "tagging_accuracy": every.tagging_accuracy if tagged else None,
-        "matched": every.matched,
-        "gold": every.gold,
-        "test": every.test,
-        "sentences": every.sentences,
-        "valid": every.valid,
-        "errors": every.errors,
-        "skipped": every.skipped,
-        "recall_le40": short.recall,
-        "precision_le40": short.precision,
-        "f1_le40": short.f1,
-        "complete_match_le40": short.complete_match,
-        "sentences_le40": short.sentences,
-        "malformed": malformed,
-        "by_length": [asdict(b) for b in buckets],
-    }
+    report, lines = parsing_report(golds, preds, args.buckets, malformed)
+    print("\n".join(lines))
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(source | report))
     return 0
-
-
-def read_images(
-    model: CaptioningTask, images: list[CaptionedImage]
-) -> tuple[list[CaptionedImage], torch.Tensor | None, dict[Path, str]]:
-    """The `images` that can be read, (B, 3, S, S) their pixels at the model's image size (None
-    if there are none), and for each image that cannot be read, a message naming it."""
-    readable, pixels, errors = load_images([image.path for image in images], model.image_size)
-    return [images[i] for i in readable], pixels, {images[i].path: e for i, e in errors.items()}
-
-
-@torch.no_grad()
-def nearest_neighbour(
-    model: CaptioningTask, train: list[CaptionedImage], test: list[CaptionedImage], batch: int
-) -> list[str]:
-    """For each test image, the first caption of the training image whose pooled backbone
-    feature (the feature map averaged over the grid) is most similar by cosine. Training images
-    that cannot be read are left out of the candidates, with a warning naming each."""
-
-    def pooled(images: list[CaptionedImage]) -> tuple[list[CaptionedImage], torch.Tensor]:
-        kept, features = [], []
-        for start in range(0, len(images), batch):
-            readable, pixels, errors = read_images(model, images[start : start + batch])
-            for error in errors.values():
-                print(f"warning: nearest-neighbour baseline: {error}; left out", file=sys.stderr)
-            if pixels is not None:
-                kept += readable
-                features.append(model.encoder.extract(pixels.to(model.device)).mean((2, 3)))
-        if not kept:
-            raise ValueError("none of the training images can be read for the baseline")
-        return kept, torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
-
-    candidates, train_features = pooled(train)
-    _, test_features = pooled(test)
-    nearest = (test_features @ train_features.T).argmax(dim=1).tolist()
-    return [candidates[j].captions[0] for j in nearest]
 
 
 def evaluate_captioning(args: argparse.Namespace) -> int:
@@ -250,35 +139,27 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
         if args.nearest_neighbour and "train" not in splits:
             raise ValueError(f"{args.source} has no training split for the baseline")
     except (CheckpointError, OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return fail(error)
     split = splits[args.split]
     shapes = all(image.scene is not None for image in split)
-    images, captions, unreadable = [], [], {}
-    for start in range(0, len(split), args.batch_size):
-        readable, pixels, errors = read_images(model, split[start : start + args.batch_size])
-        for error in errors.values():
-            print(f"error: {error}", file=sys.stderr)
-        unreadable |= errors
-        if pixels is not None:
-            images += readable
-            captions += model.caption(pixels, args.beam, return_attention=shapes)
+    images, captions, unreadable = caption_images(
+        model, split, args.batch_size, args.beam, shapes, fail
+    )
     if not images:
-        print(f"error: none of the {len(split)} images of the split can be read", file=sys.stderr)
-        return 2
+        return fail(f"none of the {len(split)} images of the split can be read")
     baseline = None
     if args.nearest_neighbour:
-        try:
-            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size)
-        except ValueError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
 
-    references = [image.captions for image in images]
-    scores = score_captions([c.text for c in captions], references, with_meteor=args.meteor)
+        def left_out(error: str) -> None:
+            print(f"warning: nearest-neighbour baseline: {error}; left out", file=sys.stderr)
+
+        try:
+            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size, left_out)
+        except ValueError as error:
+            return fail(error)
+    scores, lines = captioning_report(images, captions, args.meteor, baseline)
     report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam}
-    report |= asdict(scores)
-    report["images_unreadable"] = [str(path) for path in unreadable]
+    report |= scores | {"images_unreadable": [str(path) for path in unreadable]}
     if unreadable:
         warning = (
             f"WARNING: scores over {len(images)} of the {len(split)} images of the split: "
@@ -288,43 +169,17 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
         print(warning)
         print(warning, file=sys.stderr)
     print(f"== {args.checkpoint} on {args.source}, {args.split} split, beam {args.beam}")
-    print(f"images = {scores.images}" + (f" of {len(split)}" if unreadable else ""))
-    for n in range(1, 5):
-        print(f"BLEU-{n} = {getattr(scores, f'bleu{n}'):.2f}")
-    print(f"CIDEr-D = {scores.cider:.2f}")
-    if args.meteor:
-        meteor = (
-            "not computed (needs pycocoevalcap and Java)"
-            if scores.meteor is None
-            else f"{scores.meteor:.2f}"
-        )
-        print(f"METEOR = {meteor}")
-    if shapes:
-        judged = summarise(
-            [
-                judge(c.words, image.captions, image.scene, c.attention, c.grid)
-                for c, image in zip(captions, images)
-            ]
-        )
-        report |= judged
-        for name, value in judged.items():
-            print(f"{name.replace('_', ' ')} = {value:.2f} %")
-    if baseline is not None:
-        nn_scores = score_captions(baseline, references)
-        report["nearest_neighbour"] = asdict(nn_scores)
-        print(f"nearest-neighbour baseline: BLEU-4 = {nn_scores.bleu4:.2f}")
-        print(f"nearest-neighbour baseline: CIDEr-D = {nn_scores.cider:.2f}")
+    print(f"images = {len(images)}" + (f" of {len(split)}" if unreadable else ""))
+    print("\n".join(lines))
     if args.output:
-        captioned = {image.path: caption.text for image, caption in zip(images, captions)}
-        lines = [
-            json.dumps(
-                {"image": str(i.path), "caption": captioned[i.path]}
-                if i.path in captioned
-                else {"image": str(i.path), "error": unreadable[i.path]}
-            )
+        said = {image.path: caption.text for image, caption in zip(images, captions)}
+        records = [
+            {"image": str(i.path), "caption": said[i.path]}
+            if i.path in said
+            else {"image": str(i.path), "error": unreadable[i.path]}
             for i in split
         ]
-        write_atomic(args.output, "".join(line + "\n" for line in lines))
+        write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in records))
     if args.json:
         print(json.dumps(report))
     return 1 if unreadable else 0

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from seqtasks.cli.arguments import positive_int
-from seqtasks.data.streaming.shards import write_shards
+from seqtasks.data.streaming.write import write_shards
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 
 

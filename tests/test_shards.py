@@ -19,7 +19,8 @@ from conftest import REPO, subprocess_env, write_toy_corpus
 
 import seqtasks.data.streaming.shards as shards
 from seqtasks.data import ShardedTranslationData, TranslationData, train_sentencepiece
-from seqtasks.data.streaming.shards import MANIFEST, stream_lines, write_shards
+from seqtasks.data.streaming.shards import MANIFEST
+from seqtasks.data.streaming.write import stream_lines, write_shards
 from seqtasks.data.text import read_lines
 from seqtasks.decoders import LuongDecoder
 from seqtasks.encoders import RNNEncoder

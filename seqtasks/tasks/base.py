@@ -3,7 +3,6 @@ on the `Objective`, and drives validation (records into a `RecordMetric`) and se
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -20,6 +19,7 @@ from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
 from seqtasks.search import Constraint, Hypothesis, decode, max_lengths
 from seqtasks.tasks.objective import Objective
+from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoints import refuse_non_finite
 from seqtasks.training.resume import RESUME_KEY, from_every_process, process_state, set_random_state
 
@@ -88,30 +88,14 @@ class EncoderDecoderTask(L.LightningModule):
         `decoder(tgt_vocab_size, encoder.out_dim)`, refusing, with a message that names both, an
         encoder that reads other inputs than the task gives (`Encoder.reads`) and a decoder
         without attention when a loss term needs its weights."""
-        built = part_class(encoder, Encoder)
-        if built is not None and built.reads != self.reads:
-            raise ValueError(
-                f"{type(self).__name__} gives its encoder {self.reads}, but {built.__name__} "
-                f"reads {built.reads}: choose an encoder that reads {self.reads}"
-            )
+        check_encoder(self, encoder)
         memory_encoder = encoder(*encoder_args)
         self.attach(memory_encoder, decoder(tgt_vocab_size, memory_encoder.out_dim))
 
     def attach(self, encoder: Encoder, decoder: Decoder) -> None:
         """Hold the task's parts, refusing a decoder without attention when a loss term needs
         its weights."""
-        terms = {
-            "attention_penalty": self.objective.attention_penalty,
-            "entropy_weight": self.objective.entropy_weight,
-        }
-        needed = {name: value for name, value in terms.items() if value}
-        if needed and not decoder.gives_attention:
-            settings = " and ".join(f"{name}={value}" for name, value in needed.items())
-            raise ValueError(
-                f"{type(self).__name__} with {settings} needs attention weights, but "
-                f"{type(decoder).__name__} has no attention: set them to 0 or choose a decoder "
-                "with attention"
-            )
+        check_decoder(self, decoder)
         self.encoder, self.decoder = encoder, decoder
 
     def configure_model(self) -> None:
@@ -296,15 +280,3 @@ class EncoderDecoderTask(L.LightningModule):
     def search_constraint(self, memory: Memory) -> Constraint | None:
         """What the outputs must obey (a task with an output grammar overrides this)."""
         return None
-
-
-def part_class(factory: Callable[..., Any], base: type) -> type | None:
-    """The subclass of `base` that a part factory builds: a class, a `functools.partial` of
-    one, or the partial jsonargparse makes of a `class_path` config; None if it cannot tell."""
-    if isinstance(factory, type):
-        return factory
-    if isinstance(factory, functools.partial):
-        for candidate in (factory.func, *factory.args):
-            if isinstance(candidate, type) and issubclass(candidate, base):
-                return candidate
-    return None

@@ -1,0 +1,113 @@
+"""A captioning model on a split: corpus BLEU-1…4 and CIDEr-D on the coco-caption conventions
+(×100, `seqtasks.metrics.captioning`), METEOR when it can be computed, on the shapes world exact
+match, truthfulness and the attention hit rate (`seqtasks.metrics.shapes`), and a
+nearest-neighbour baseline to compare with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from seqtasks.data.captions import CaptionedImage, load_images
+from seqtasks.metrics.captioning import score_captions
+from seqtasks.metrics.shapes import judge, summarise
+
+
+def read_images(
+    model: Any, images: list[CaptionedImage]
+) -> tuple[list[CaptionedImage], Tensor | None, dict[Path, str]]:
+    """The `images` that can be read, (B, 3, S, S) their pixels at the model's image size (None
+    if there are none), and for each image that cannot be read, a message naming it."""
+    readable, pixels, errors = load_images([image.path for image in images], model.image_size)
+    return [images[i] for i in readable], pixels, {images[i].path: e for i, e in errors.items()}
+
+
+def caption_images(
+    model: Any,
+    images: Sequence[CaptionedImage],
+    batch_size: int,
+    beam: int,
+    attention: bool,
+    unreadable: Callable[[str], None],
+) -> tuple[list[CaptionedImage], list[Any], dict[Path, str]]:
+    """Caption every image that can be read, `batch_size` at a time; those that cannot are
+    passed to `unreadable` as they are found, and returned by path with the reason."""
+    kept, captions, errors = [], [], {}
+    for start in range(0, len(images), batch_size):
+        readable, pixels, failed = read_images(model, list(images[start : start + batch_size]))
+        for error in failed.values():
+            unreadable(error)
+        errors |= failed
+        if pixels is not None:
+            kept += readable
+            captions += model.caption(pixels, beam, return_attention=attention)
+    return kept, captions, errors
+
+
+@torch.no_grad()
+def nearest_neighbour(
+    model: Any,
+    train: list[CaptionedImage],
+    test: list[CaptionedImage],
+    batch: int,
+    unreadable: Callable[[str], None],
+) -> list[str]:
+    """For each test image, the first caption of the training image whose pooled backbone
+    feature (the feature map averaged over the grid) is most similar by cosine. Training images
+    that cannot be read are left out of the candidates (each passed to `unreadable`)."""
+
+    def pooled(images: list[CaptionedImage]) -> tuple[list[CaptionedImage], Tensor]:
+        kept, features = [], []
+        for start in range(0, len(images), batch):
+            readable, pixels, errors = read_images(model, images[start : start + batch])
+            for error in errors.values():
+                unreadable(error)
+            if pixels is not None:
+                kept += readable
+                features.append(model.encoder.extract(pixels.to(model.device)).mean((2, 3)))
+        if not kept:
+            raise ValueError("none of the training images can be read for the baseline")
+        return kept, torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
+
+    candidates, train_features = pooled(train)
+    _, test_features = pooled(test)
+    nearest = (test_features @ train_features.T).argmax(dim=1).tolist()
+    return [candidates[j].captions[0] for j in nearest]
+
+
+def captioning_report(
+    images: Sequence[CaptionedImage],
+    captions: Sequence[Any],
+    meteor: bool,
+    baseline: Sequence[str] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The scores of `captions` (one per image), as data and as printed."""
+    references = [image.captions for image in images]
+    scores = score_captions([c.text for c in captions], references, with_meteor=meteor)
+    report = asdict(scores)
+    lines = [f"BLEU-{n} = {getattr(scores, f'bleu{n}'):.2f}" for n in range(1, 5)]
+    lines.append(f"CIDEr-D = {scores.cider:.2f}")
+    if meteor:
+        found = scores.meteor
+        shown = "not computed (needs pycocoevalcap and Java)" if found is None else f"{found:.2f}"
+        lines.append(f"METEOR = {shown}")
+    if all(image.scene is not None for image in images):
+        judged = summarise(
+            [
+                judge(c.words, image.captions, image.scene, c.attention, c.grid)
+                for c, image in zip(captions, images)
+            ]
+        )
+        report |= judged
+        lines += [f"{name.replace('_', ' ')} = {value:.2f} %" for name, value in judged.items()]
+    if baseline is not None:
+        nn_scores = score_captions(list(baseline), references)
+        report["nearest_neighbour"] = asdict(nn_scores)
+        lines.append(f"nearest-neighbour baseline: BLEU-4 = {nn_scores.bleu4:.2f}")
+        lines.append(f"nearest-neighbour baseline: CIDEr-D = {nn_scores.cider:.2f}")
+    return report, lines
