@@ -1,5 +1,6 @@
-"""The repository's own conventions: the suite runs with and without pytest-xdist, and the
-measured results in docs/ carry no paths of the machine they were measured on."""
+"""The repository's own conventions: the suite runs with and without pytest-xdist, the
+measured results in docs/ carry no paths of the machine they were measured on, components never
+import Lightning, and every module stays under 300 lines."""
 
 from __future__ import annotations
 
@@ -36,3 +37,40 @@ def test_results_in_docs_hold_no_local_absolute_paths():
         if local.search(line)
     ]
     assert not found, f"absolute local paths in {found}"
+
+
+COMPONENTS = ("attention", "layers", "encoders", "decoders", "search", "parsing", "metrics", "io")
+
+
+def test_components_never_import_lightning():
+    """Encoders, attention, decoders, search and the other components are plain modules: a
+    program can use any of them without Lightning (only tasks, data modules, callbacks and the
+    CLI import it)."""
+    script = (
+        "import importlib, pkgutil, sys\n"
+        f"for name in {COMPONENTS!r}:\n"
+        "    package = importlib.import_module('seqtasks.' + name)\n"
+        "    for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+        "        importlib.import_module(info.name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_no_module_is_over_300_lines():
+    long = {
+        str(path.relative_to(REPO)): n
+        for folder in ("seqtasks", "apps", "data_prep")
+        for path in (REPO / folder).rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 300
+    }
+    assert not long, f"split these by concept: {long}"

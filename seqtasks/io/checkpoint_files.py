@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import lightning as L
 import torch
 from torch import Tensor
 
-T = TypeVar("T", bound=L.LightningModule)
+T = TypeVar("T")  # a task class (a LightningModule)
 
 
 class CheckpointError(ValueError):
