@@ -52,7 +52,7 @@ from seqtasks.evaluation.translation import output_paths, translation_lines, tra
 from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_bleu_by_length
-from seqtasks.metrics.bleu import LengthBucket
+from seqtasks.metrics.bleu import BleuBucket
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank, to_line
 from seqtasks.tasks.captioning import CaptioningTask
 from seqtasks.tasks.parsing import ParsingTask
@@ -87,7 +87,7 @@ def evaluate_translation(args: argparse.Namespace) -> int:
         print("\n".join(translation_lines(report)))
         reports.append(report)
         name = path.stem if unique else str(path)
-        curves[name] = [(LengthBucket(**b).label, b["bleu"]) for b in report["by_length"]]
+        curves[name] = [(BleuBucket(**b).label, b["bleu"]) for b in report["by_length"]]
     if args.length_plot:
         print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
     if args.json:

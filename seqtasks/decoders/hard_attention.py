@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.rnn import RNNState
 from seqtasks.decoders.show_attend_tell import SoftAttentionDecoder
 from seqtasks.layers.memory import Memory
@@ -30,7 +28,7 @@ class HardAttentionDecoder(SoftAttentionDecoder):
 
     Training (§4.1): the word loss trains everything but the choice of s; the choice gets the
     REINFORCE rule, with reward log p(y | s, a), a moving-average baseline and an entropy bonus,
-    all added by the task from `DecoderOutput.choice_log_prob` (see `EncoderDecoderTask.objective`).
+    all added by the task from `DecoderOutput.choice_log_prob` (`seqtasks.tasks.objective`).
     As in the paper, each image uses the expected context Σ_i α_ti a_i instead of a sample
     with probability `expectation_probability` (those rows make no choice and are trained like
     soft attention). The coin is tossed per image; the authors' code tosses one per batch.
@@ -39,7 +37,8 @@ class HardAttentionDecoder(SoftAttentionDecoder):
     is the expectation Σ_i α_ti a_i (`test_context="expectation"`, what the authors' sampler
     does) or the annotation at the peak of α (`"argmax"`).
 
-    Args: as `SoftAttentionDecoder`, and
+    Args: `SoftAttentionDecoder`'s, by keyword (`embed_dim`, `hidden_size`, `attention`,
+        `dropout`, `pad_id`; YAML and `--help` list them, and a misspelt one is refused), and
         expectation_probability: per image and training pass, the chance of using the expected
             context instead of sampling locations.
         test_context: the context in eval mode, "expectation" or "argmax".
@@ -49,15 +48,11 @@ class HardAttentionDecoder(SoftAttentionDecoder):
         self,
         vocab_size: int,
         memory_dim: int,
-        embed_dim: int = 512,
-        hidden_size: int = 1024,
-        attention: Callable[[int, int], Attention] = AdditiveAttention,
-        dropout: float = 0.5,
-        pad_id: int = 0,
         expectation_probability: float = 0.5,
         test_context: Literal["expectation", "argmax"] = "expectation",
+        **soft_attention: Any,
     ):
-        super().__init__(vocab_size, memory_dim, embed_dim, hidden_size, attention, dropout, pad_id)
+        super().__init__(vocab_size, memory_dim, **soft_attention)
         self.expectation_probability = expectation_probability
         self.test_context = test_context
 

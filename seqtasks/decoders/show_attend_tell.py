@@ -28,8 +28,8 @@ class SoftAttentionDecoder(RNNDecoder):
         h_0 = tanh(f_init,h(ā)),  c_0 = tanh(f_init,c(ā)),  ā = (1/L) Σ_i a_i (the memory summary)
 
     The doubly stochastic penalty λ Σ_i (1 − Σ_t α_ti)² is a loss term, so the task adds it
-    (see `EncoderDecoderTask.objective`). Only the recurrence is sequential: the deep output runs
-    once over all T positions.
+    (`seqtasks.tasks.objective`). Only the recurrence is sequential: the deep output runs once
+    over all T positions.
 
     Args:
         vocab_size: vocabulary size V (given by the task).

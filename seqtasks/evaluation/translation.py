@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from seqtasks.metrics.bleu import LengthBucket, bleu_by_source_length, score_corpus
+from seqtasks.metrics.bleu import BleuBucket, bleu_by_source_length, score_corpus
 
 
 def output_paths(output: Path, checkpoints: list[Path]) -> list[Path]:
@@ -59,6 +59,6 @@ def translation_lines(report: dict[str, Any]) -> list[str]:
         f"BLEU lower-cased = {report['bleu_lowercase']:.2f}",
         "source words   sentences   BLEU",
     ]
-    for bucket in (LengthBucket(**fields) for fields in report["by_length"]):
+    for bucket in (BleuBucket(**fields) for fields in report["by_length"]):
         lines.append(f"{bucket.label:>12}   {bucket.sentences:>9}   {bucket.bleu:5.2f}")
     return lines

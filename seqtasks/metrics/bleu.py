@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import sacrebleu
 
+from seqtasks.metrics.buckets import LengthBucket, in_bucket, length_ranges
+
 
 @dataclass
 class TranslationScores:
@@ -41,15 +43,8 @@ def score_corpus(
 
 
 @dataclass
-class LengthBucket:
-    low: int
-    high: int | None  # inclusive; None for the open-ended last bucket
-    sentences: int
+class BleuBucket(LengthBucket):
     bleu: float
-
-    @property
-    def label(self) -> str:
-        return f"{self.low}+" if self.high is None else f"{self.low}–{self.high}"
 
 
 def bleu_by_source_length(
@@ -57,24 +52,19 @@ def bleu_by_source_length(
     hypotheses: Sequence[str],
     references: Sequence[str],
     edges: Sequence[int] = (10, 20, 30, 40),
-) -> list[LengthBucket]:
+) -> list[BleuBucket]:
     """Corpus BLEU per bucket of source length in words (Bahdanau et al. 2015, Fig. 2).
 
     `edges` are the upper bounds of all but the last bucket: (10, 20) gives 1–10, 11–20, 21+.
     Empty buckets are left out.
     """
-    bounds: list[int | None] = [0, *edges, None]
     buckets = []
-    for low, high in zip(bounds[:-1], bounds[1:]):
-        chosen = [
-            i
-            for i, s in enumerate(sources)
-            if low < len(s.split()) and (high is None or len(s.split()) <= high)
-        ]
+    for low, high in length_ranges(edges):
+        chosen = [i for i, s in enumerate(sources) if in_bucket(len(s.split()), low, high)]
         if not chosen:
             continue
         bleu = sacrebleu.metrics.BLEU().corpus_score(
             [hypotheses[i] for i in chosen], [[references[i] for i in chosen]]
         )
-        buckets.append(LengthBucket(low + 1, high, len(chosen), bleu.score))
+        buckets.append(BleuBucket(low, high, len(chosen), bleu.score))
     return buckets

@@ -33,6 +33,8 @@ from enum import Enum
 
 from nltk import Tree
 
+from seqtasks.metrics.buckets import LengthBucket, in_bucket, length_ranges
+
 DELETE_LABELS = frozenset({"TOP", "-NONE-", ",", ":", "``", "''", "."})
 LENGTH_IGNORED = frozenset({"-NONE-"})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
@@ -225,31 +227,21 @@ def score_corpus(golds: Sequence[Tree], tests: Sequence[Tree | None]) -> Parseva
 
 
 @dataclass
-class LengthBucket:
-    low: int
-    high: int | None  # inclusive; None for the open-ended last bucket
-    sentences: int
+class F1Bucket(LengthBucket):
     f1: float
 
-    @property
-    def label(self) -> str:
-        return f"{self.low}+" if self.high is None else f"{self.low}–{self.high}"
 
-
-def f1_by_length(
-    scores: ParsevalScores, edges: Sequence[int] = (10, 20, 30, 40)
-) -> list[LengthBucket]:
+def f1_by_length(scores: ParsevalScores, edges: Sequence[int] = (10, 20, 30, 40)) -> list[F1Bucket]:
     """F1 per bucket of sentence length (EVALB's length): (10, 20) gives 1–10, 11–20, 21+.
     Empty buckets are left out."""
-    bounds: list[int | None] = [0, *edges, None]
     buckets = []
-    for low, high in zip(bounds[:-1], bounds[1:]):
+    for low, high in length_ranges(edges):
         totals = ParsevalTotals()
         for s in scores.sentences:
-            if low < s.length and (high is None or s.length <= high):
+            if in_bucket(s.length, low, high):
                 totals.add(s)
         if totals.sentences:
-            buckets.append(LengthBucket(low + 1, high, totals.sentences, totals.f1))
+            buckets.append(F1Bucket(low, high, totals.sentences, totals.f1))
     return buckets
 
 

@@ -47,17 +47,28 @@ def unknown_word_class(word: str) -> str:
     return "<unk-" + "-".join(features) + ">"
 
 
-class SourceWords:
+class TokenList:
+    """A fixed list of tokens, id i for `tokens[i]`: what the two sides share."""
+
+    def __init__(self, tokens: list[str]):
+        self.tokens = tokens
+        self.ids = {t: i for i, t in enumerate(tokens)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]
+
+
+class SourceWords(TokenList):
     """The source side as a `Tokenizer`: a sentence's words (split at spaces) to ids, unknown
     words read as their class, in the order the encoder reads them."""
 
     def __init__(self, words: list[str], reverse: bool):
-        self.words, self.reverse = words, reverse
-        self.ids = {w: i for i, w in enumerate(words)}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.words)
+        super().__init__(words)
+        self.reverse = reverse
 
     def ordered(self, items: list) -> list:
         """Source positions in the order the encoder reads them."""
@@ -77,21 +88,14 @@ class SourceWords:
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.ordered(self.pieces(ids)))
 
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self.words[i] for i in ids]
 
-
-class TreeTokens:
+class TreeTokens(TokenList):
     """The target side as a `Tokenizer`: a tree (on one line) to the ids of its bracket
     sequence (`seqtasks.parsing.linearisation`), and ids back to that sequence."""
 
     def __init__(self, tokens: list[str], tags: bool):
-        self.tokens, self.tags = tokens, tags
-        self.ids = {t: i for i, t in enumerate(tokens)}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokens)
+        super().__init__(tokens)
+        self.tags = tags
 
     def encode_tree(self, tree: Tree) -> list[int]:
         """Target ids of the tree's bracket sequence (no BOS/EOS)."""
@@ -102,9 +106,6 @@ class TreeTokens:
 
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.pieces(ids))
-
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self.tokens[i] for i in ids]
 
 
 @dataclass

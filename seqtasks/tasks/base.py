@@ -27,6 +27,8 @@ from seqtasks.training.resume import RESUME_KEY, from_every_process, process_sta
 class EncoderDecoderTask(L.LightningModule):
     """What every task shares; a subclass builds its parts with `build_parts`, turns decoded
     batches into its records (`evaluation_records`) and says how it scores them (`Scores`).
+    The settings below are every task's (by keyword, in YAML as the task's own `init_args`);
+    a task declares again only those whose default differs.
 
     Args:
         label_smoothing, attention_penalty, entropy_weight, reward_scale: the `Objective`.
@@ -50,15 +52,15 @@ class EncoderDecoderTask(L.LightningModule):
 
     def __init__(
         self,
-        label_smoothing: float,
-        optimizer: OptimizerCallable,
-        lr_scheduler: LRSchedulerCallable | None,
-        monitor: str,
-        val_beam: int,
-        test_beam: int,
-        length_alpha: float,
-        max_length_ratio: float,
-        max_length_offset: int,
+        label_smoothing: float = 0.1,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        monitor: str = "val/loss",
+        val_beam: int = 1,
+        test_beam: int = 5,
+        length_alpha: float = 1.0,
+        max_length_ratio: float = 1.5,
+        max_length_offset: int = 10,
         torch_compile: bool = False,
         attention_penalty: float = 0.0,
         entropy_weight: float = 0.0,

@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from seqtasks.data.captioning import CaptionBatch
@@ -62,9 +61,10 @@ class CaptioningTask(EncoderDecoderTask):
         tgt_vocab_size: linked from the DataModule by the CLI.
         max_caption_length: decoding stops after this many words.
         attention_penalty: λ of the doubly stochastic attention, 1 as in Xu et al.
-        entropy_weight, reward_scale: the REINFORCE terms of hard attention
-            (`EncoderDecoderTask.objective`; the authors' code uses 0.002 and 0.1).
-        (the rest as in `EncoderDecoderTask`; length_alpha 0 ranks beams by log-probability)
+        (the rest `EncoderDecoderTask`'s, by keyword, among them `entropy_weight` and
+        `reward_scale`, the REINFORCE terms of hard attention, `seqtasks.tasks.objective`,
+        for which the authors' code uses 0.002 and 0.1; length_alpha 0 ranks beams by
+        log-probability)
     """
 
     reads = "images"
@@ -76,32 +76,22 @@ class CaptioningTask(EncoderDecoderTask):
         decoder: Callable[[int, int], Decoder],
         tgt_vocab_size: int,
         max_caption_length: int = 50,
+        attention_penalty: float = 1.0,
         label_smoothing: float = 0.0,
-        optimizer: OptimizerCallable = torch.optim.Adam,
-        lr_scheduler: LRSchedulerCallable | None = None,
         monitor: str = "val/cider",
-        val_beam: int = 1,
         test_beam: int = 3,
         length_alpha: float = 0.0,
-        attention_penalty: float = 1.0,
-        entropy_weight: float = 0.0,
-        reward_scale: float = 1.0,
-        torch_compile: bool = False,
+        **settings: Any,
     ):
         super().__init__(
             label_smoothing=label_smoothing,
-            optimizer=optimizer,
-            lr_scheduler=lr_scheduler,
             monitor=monitor,
-            val_beam=val_beam,
             test_beam=test_beam,
             length_alpha=length_alpha,
             max_length_ratio=0.0,
             max_length_offset=max_caption_length,
-            torch_compile=torch_compile,
             attention_penalty=attention_penalty,
-            entropy_weight=entropy_weight,
-            reward_scale=reward_scale,
+            **settings,
         )
         self.save_hyperparameters()
         self.build_parts(encoder, decoder, tgt_vocab_size)

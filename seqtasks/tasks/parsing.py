@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from nltk import Tree
 from torch import Tensor
 
@@ -56,8 +55,8 @@ class ParsingTask(EncoderDecoderTask):
         src_vocab_size, tgt_vocab_size: linked from the DataModule by the CLI.
         constrained: search only well-formed bracket sequences (`BracketConstraint`);
             otherwise search freely and repair the output.
-        (the rest as in `EncoderDecoderTask`; lengths count source words + EOS, and the limit
-        never falls below what a bracket around all the words needs)
+        (the rest `EncoderDecoderTask`'s, by keyword; lengths count source words + EOS, and
+        the limit never falls below what a bracket around all the words needs)
     """
 
     Scores = ParseScores
@@ -68,27 +67,21 @@ class ParsingTask(EncoderDecoderTask):
         decoder: Callable[[int, int], Decoder],
         src_vocab_size: int,
         tgt_vocab_size: int,
-        label_smoothing: float = 0.1,
-        optimizer: OptimizerCallable = torch.optim.Adam,
-        lr_scheduler: LRSchedulerCallable | None = None,
+        constrained: bool = True,
         monitor: str = "val/f1",
-        val_beam: int = 1,
         test_beam: int = 10,
         length_alpha: float = 0.0,
         max_length_ratio: float = 4.0,
         max_length_offset: int = 5,
-        constrained: bool = True,
+        **settings: Any,
     ):
         super().__init__(
-            label_smoothing=label_smoothing,
-            optimizer=optimizer,
-            lr_scheduler=lr_scheduler,
             monitor=monitor,
-            val_beam=val_beam,
             test_beam=test_beam,
             length_alpha=length_alpha,
             max_length_ratio=max_length_ratio,
             max_length_offset=max_length_offset,
+            **settings,
         )
         self.save_hyperparameters()
         self.build_parts(encoder, decoder, tgt_vocab_size, src_vocab_size)

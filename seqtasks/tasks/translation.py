@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from seqtasks.data.batch import Batch, pad
@@ -49,7 +48,7 @@ class TranslationTask(EncoderDecoderTask):
         share_embeddings: one table for source and target tokens (Press and Wolf 2017), for a
             joint vocabulary (`data_prep/multi30k.py --joint`); with a tied decoder it is also
             the output projection.
-        (the rest as in `EncoderDecoderTask`)
+        (the rest `EncoderDecoderTask`'s, by keyword)
     """
 
     Scores = TranslationScores
@@ -60,30 +59,11 @@ class TranslationTask(EncoderDecoderTask):
         decoder: Callable[[int, int], Decoder],
         src_vocab_size: int,
         tgt_vocab_size: int,
-        label_smoothing: float = 0.1,
-        optimizer: OptimizerCallable = torch.optim.Adam,
-        lr_scheduler: LRSchedulerCallable | None = None,
-        monitor: str = "val/bleu",
-        val_beam: int = 1,
-        test_beam: int = 5,
-        length_alpha: float = 1.0,
-        max_length_ratio: float = 1.5,
-        max_length_offset: int = 10,
         share_embeddings: bool = False,
-        torch_compile: bool = False,
+        monitor: str = "val/bleu",
+        **settings: Any,
     ):
-        super().__init__(
-            label_smoothing,
-            optimizer,
-            lr_scheduler,
-            monitor,
-            val_beam,
-            test_beam,
-            length_alpha,
-            max_length_ratio,
-            max_length_offset,
-            torch_compile,
-        )
+        super().__init__(monitor=monitor, **settings)
         self.save_hyperparameters()
         self.build_parts(encoder, decoder, tgt_vocab_size, src_vocab_size)
         if share_embeddings:

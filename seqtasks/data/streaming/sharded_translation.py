@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from seqtasks.data.streaming.shards import MANIFEST, SIDES, ShardedPairs, digest, read_manifest
 from seqtasks.data.translation import TranslationData
@@ -22,35 +23,14 @@ class ShardedTranslationData(TranslationData):
 
     Args:
         shard_dir: the shard folder (default `data_dir`/shards).
-        max_length: at most the limit the shards were written with; a lower one leaves out
-            the longer pairs.
-        (the rest as in `TranslationData`)
+        (the rest `TranslationData`'s, by keyword; `max_length` at most the limit the shards
+        were written with, a lower one leaving out the longer pairs; `train_split` unused)
     """
 
     def __init__(
-        self,
-        data_dir: str = "data/multi30k",
-        shard_dir: str | None = None,
-        src_lang: str = "de",
-        tgt_lang: str = "en",
-        val_split: str = "val",
-        test_split: str = "test_2016_flickr",
-        max_tokens: int = 4096,
-        max_length: int = 100,
-        num_workers: int = 0,
-        seed: int = 0,
+        self, data_dir: str = "data/multi30k", shard_dir: str | None = None, **translation: Any
     ):
-        super().__init__(
-            data_dir,
-            src_lang,
-            tgt_lang,
-            val_split=val_split,
-            test_split=test_split,
-            max_tokens=max_tokens,
-            max_length=max_length,
-            num_workers=num_workers,
-            seed=seed,
-        )
+        super().__init__(data_dir, **translation)
         self.shard_dir = Path(shard_dir) if shard_dir is not None else self.data_dir / "shards"
 
     def check_manifest(self) -> dict:
