@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from jsonargparse import ArgumentParser
 
 import seqtasks.decoders
 import seqtasks.encoders
@@ -59,7 +60,11 @@ DECODERS = concrete_parts(seqtasks.decoders, Decoder)
 
 
 def tiny(part: type) -> dict:
-    parameters = inspect.signature(part.__init__).parameters
+    """TINY's values for the parameters `part` takes, as jsonargparse reads its signature (the
+    ones a subclass passes on to its parent's by keyword included)."""
+    parser = ArgumentParser()
+    parser.add_class_arguments(part, "part")
+    parameters = vars(parser.get_defaults().part)
     return {name: value for name, value in TINY.items() if name in parameters}
 
 

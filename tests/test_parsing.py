@@ -106,7 +106,9 @@ def test_missing_data_names_the_preparation_step(tmp_path):
 def random_parser(data: ParsingData, decoder_class, seed: int):
     torch.manual_seed(seed)
     encoder = RNNEncoder(data.src_vocab_size, 16, 16, cell="lstm", dropout=0.0)
-    decoder = decoder_class(data.tgt_vocab_size, 32, 8, 16, cell="lstm", dropout=0.0)
+    decoder = decoder_class(
+        data.tgt_vocab_size, 32, embed_dim=8, hidden_size=16, cell="lstm", dropout=0.0
+    )
     return encoder.eval(), decoder.eval()
 
 

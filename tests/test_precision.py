@@ -30,14 +30,22 @@ LENGTHS = torch.tensor([6, 3, 1])
 PARTS = {
     "encoder-lstm-2": functools.partial(RNNEncoder, VOCAB, 8, 8, num_layers=2, cell="lstm"),
     "encoder-gru": functools.partial(RNNEncoder, VOCAB, 8, 8, cell="gru"),
-    "bahdanau-lstm": functools.partial(BahdanauDecoder, VOCAB, 16, 8, 8, cell="lstm"),
-    "luong-feeding": functools.partial(LuongDecoder, VOCAB, 16, 8, 8, num_layers=2),
-    "luong-no-feeding": functools.partial(
-        LuongDecoder, VOCAB, 16, 8, 8, num_layers=2, input_feeding=False
+    "bahdanau-lstm": functools.partial(
+        BahdanauDecoder, VOCAB, 16, embed_dim=8, hidden_size=8, cell="lstm"
     ),
-    "no-attention-lstm": functools.partial(NoAttentionDecoder, VOCAB, 16, 8, 8, cell="lstm"),
-    "show-tell": functools.partial(ShowTellDecoder, VOCAB, 16, 8, 8),
-    "soft-attention": functools.partial(SoftAttentionDecoder, VOCAB, 16, 8, 8),
+    "luong-feeding": functools.partial(
+        LuongDecoder, VOCAB, 16, embed_dim=8, hidden_size=8, num_layers=2
+    ),
+    "luong-no-feeding": functools.partial(
+        LuongDecoder, VOCAB, 16, embed_dim=8, hidden_size=8, num_layers=2, input_feeding=False
+    ),
+    "no-attention-lstm": functools.partial(
+        NoAttentionDecoder, VOCAB, 16, embed_dim=8, hidden_size=8, cell="lstm"
+    ),
+    "show-tell": functools.partial(ShowTellDecoder, VOCAB, 16, embed_dim=8, hidden_size=8),
+    "soft-attention": functools.partial(
+        SoftAttentionDecoder, VOCAB, 16, embed_dim=8, hidden_size=8
+    ),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -13,7 +13,7 @@ from torch import Tensor
 from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import MaxoutReadout
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import rnn_step, top_layer
 
@@ -33,52 +33,28 @@ class BahdanauDecoder(RNNDecoder):
     Args:
         vocab_size: target vocabulary size V (given by the task).
         memory_dim: width of the annotations (given by the task).
-        embed_dim: width of the target embeddings E y.
-        hidden_size: width of the decoder state s.
         attention: the score function, built as `attention(hidden_size, memory_dim)`.
         readout_dim: width of the maxout deep-output layer t (l in the paper).
-        num_layers: stacked RNN layers; attention reads the top one.
-        cell: "gru" (the paper) or "lstm".
-        dropout: on embeddings, between layers and before the output projection.
-        pad_id: padding token id.
+        (the rest `RNNSettings`', by keyword: embed_dim, hidden_size, num_layers, cell ("gru",
+        the paper's, by default), dropout, pad_id)
     """
 
     def __init__(
         self,
         vocab_size: int,
         memory_dim: int,
-        embed_dim: int = 256,
-        hidden_size: int = 512,
         attention: Callable[[int, int], Attention] = AdditiveAttention,
         readout_dim: int = 256,
-        num_layers: int = 1,
-        cell: Literal["gru", "lstm"] = "gru",
-        dropout: float = 0.2,
-        pad_id: int = 0,
+        **rnn: Any,
     ):
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            embed_dim + memory_dim,
-            embed_dim,
-            hidden_size,
-            num_layers,
-            cell,
-            dropout,
-            pad_id,
-        )
-        self.attention = attention(hidden_size, memory_dim)
-        self.readout = MaxoutReadout(
-            hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
-        )
+        s = RNNSettings(**rnn)
+        super().__init__(vocab_size, memory_dim, s.embed_dim + memory_dim, s)
+        self.attention = attention(s.hidden_size, memory_dim)
+        features = s.hidden_size + s.embed_dim + memory_dim  # [s_i; E y_{i−1}; c_i]
+        self.readout = MaxoutReadout(features, readout_dim, vocab_size, s.dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
-        return RNNState(
-            hidden=self.initial_hidden(memory.summary, beam_size),
-            keys=self.attention.project_keys(memory.states),
-            values=memory.states,
-            mask=memory.mask,
-        )
+        return self.attention_state(memory, beam_size)
 
     def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor, Tensor]:
         """(R, E) embedded y_{i−1} -> new state, s_i (R, H), c_i (R, D), α_i (R, S)."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from seqtasks.attention.scores import Attention, GeneralAttention
 from seqtasks.decoders.base import DecoderOutput, single_head
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import recur, rnn_step
 
@@ -30,56 +30,36 @@ class LuongDecoder(RNNDecoder):
     Args:
         vocab_size: target vocabulary size V (given by the task).
         memory_dim: width of the annotations (given by the task).
-        embed_dim: width of the target embeddings.
-        hidden_size: width of h_i and of the attentional vector h̃_i.
         attention: the score function, built as `attention(hidden_size, memory_dim)`.
-        num_layers: stacked RNN layers; attention reads the top one.
-        cell: "lstm" (the paper) or "gru".
         input_feeding: feed h̃_{i−1} into step i (Luong et al. §3.3).
-        dropout: on embeddings, between layers and on h̃ before the output projection.
-        pad_id: padding token id.
+        cell: "lstm" (the paper) or "gru".
+        (the rest `RNNSettings`', by keyword: embed_dim, hidden_size (also the width of h̃_i),
+        num_layers, dropout (also on h̃ before the output projection), pad_id)
     """
 
     def __init__(
         self,
         vocab_size: int,
         memory_dim: int,
-        embed_dim: int = 256,
-        hidden_size: int = 512,
         attention: Callable[[int, int], Attention] = GeneralAttention,
-        num_layers: int = 1,
-        cell: Literal["gru", "lstm"] = "lstm",
         input_feeding: bool = True,
-        dropout: float = 0.2,
-        pad_id: int = 0,
+        cell: Literal["gru", "lstm"] = "lstm",
+        **rnn: Any,
     ):
-        rnn_input_dim = embed_dim + (hidden_size if input_feeding else 0)
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            rnn_input_dim,
-            embed_dim,
-            hidden_size,
-            num_layers,
-            cell,
-            dropout,
-            pad_id,
-        )
+        s = RNNSettings(cell=cell, **rnn)
+        rnn_input_dim = s.embed_dim + (s.hidden_size if input_feeding else 0)
+        super().__init__(vocab_size, memory_dim, rnn_input_dim, s)
+        hidden_size = s.hidden_size
         self.input_feeding = input_feeding
         self.attention = attention(hidden_size, memory_dim)
         self.combine = nn.Linear(memory_dim + hidden_size, hidden_size, bias=False)  # W_c
         self.out = nn.Linear(hidden_size, vocab_size)  # W_s
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
-        hidden = self.initial_hidden(memory.summary, beam_size)
-        feed = memory.states.new_zeros(memory.states.size(0) * beam_size, self.out.in_features)
-        return RNNState(
-            hidden=hidden,
-            keys=self.attention.project_keys(memory.states),
-            values=memory.states,
-            mask=memory.mask,
-            feed=feed if self.input_feeding else None,
-        )
+        feed = None  # h̃_0 = 0 with input feeding
+        if self.input_feeding:
+            feed = memory.states.new_zeros(memory.states.size(0) * beam_size, self.out.in_features)
+        return self.attention_state(memory, beam_size, feed)
 
     def _attentional(self, context: Tensor, h: Tensor) -> Tensor:
         """h̃ = tanh(W_c [c; h]), over any leading dimensions."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.readouts import MaxoutReadout
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import recur, rnn_step
 
@@ -24,37 +24,16 @@ class NoAttentionDecoder(RNNDecoder):
     This is the bottleneck that attention removes; it is here to be measured against. Its
     teacher-forced pass is a single call of the fused RNN over all T positions.
 
-    Args: as `BahdanauDecoder`, without `attention`.
+    Args: as `BahdanauDecoder`'s, without `attention`.
     """
 
     gives_attention = False
 
-    def __init__(
-        self,
-        vocab_size: int,
-        memory_dim: int,
-        embed_dim: int = 256,
-        hidden_size: int = 512,
-        readout_dim: int = 256,
-        num_layers: int = 1,
-        cell: Literal["gru", "lstm"] = "gru",
-        dropout: float = 0.2,
-        pad_id: int = 0,
-    ):
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            embed_dim + memory_dim,
-            embed_dim,
-            hidden_size,
-            num_layers,
-            cell,
-            dropout,
-            pad_id,
-        )
-        self.readout = MaxoutReadout(
-            hidden_size + embed_dim + memory_dim, readout_dim, vocab_size, dropout
-        )
+    def __init__(self, vocab_size: int, memory_dim: int, readout_dim: int = 256, **rnn: Any):
+        s = RNNSettings(**rnn)
+        super().__init__(vocab_size, memory_dim, s.embed_dim + memory_dim, s)
+        features = s.hidden_size + s.embed_dim + memory_dim  # [s_i; E y_{i−1}; c]
+        self.readout = MaxoutReadout(features, readout_dim, vocab_size, s.dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return RNNState(

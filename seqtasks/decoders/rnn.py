@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.dropout import Dropout
+from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import Hidden, select_rows, top_layer
 
 
@@ -30,6 +31,37 @@ class RNNState:
     feed: Tensor | None = None  # (R, D_f) extra input carried to the next step (Luong, plain c)
 
 
+@dataclass
+class RNNSettings:
+    """What the recurrent decoders share; a decoder takes these by keyword (YAML: its
+    `init_args`) and declares again only those whose default or meaning differs.
+
+    Attributes:
+        embed_dim: width of the target embeddings E y.
+        hidden_size: width of the decoder state s.
+        num_layers: stacked RNN layers; attention reads the top one.
+        cell: "gru" or "lstm".
+        dropout: on embeddings, between layers and before the output projection.
+        pad_id: padding token id.
+    """
+
+    embed_dim: int = 256
+    hidden_size: int = 512
+    num_layers: int = 1
+    cell: Literal["gru", "lstm"] = "gru"
+    dropout: float = 0.2
+    pad_id: int = 0
+
+
+def single_lstm(
+    embed_dim: int = 512, hidden_size: int = 1024, dropout: float = 0.5, pad_id: int = 0
+) -> RNNSettings:
+    """The one-layer LSTM of Xu et al.'s caption decoders, with their sizes: what
+    `SoftAttentionDecoder`, `HardAttentionDecoder` and `ShowTellDecoder` take by keyword (dropout
+    on the deep output before L_o)."""
+    return RNNSettings(embed_dim, hidden_size, 1, "lstm", dropout, pad_id)
+
+
 class RNNDecoder(Decoder):
     """Base of the recurrent decoders: target embeddings, an RNN stack initialised from the
     memory summary (s_0 = tanh(W_s c), as Cho et al.; Bahdanau et al. use the backward half
@@ -39,7 +71,7 @@ class RNNDecoder(Decoder):
         vocab_size: target vocabulary size V (given by the task, from the data).
         memory_dim: width of the annotations (the encoder's `out_dim`, given by the task).
         rnn_input_dim: width of the RNN input at each step (set by the subclass).
-        embed_dim, hidden_size, num_layers, cell, dropout, pad_id: as in the subclasses.
+        s: the settings.
         init_cell: start LSTM cells at tanh(W_c c) too (Xu et al. 2015) instead of at zero.
     """
 
@@ -48,29 +80,21 @@ class RNNDecoder(Decoder):
         vocab_size: int,
         memory_dim: int,
         rnn_input_dim: int,
-        embed_dim: int,
-        hidden_size: int,
-        num_layers: int,
-        cell: Literal["gru", "lstm"],
-        dropout: float,
-        pad_id: int,
+        s: RNNSettings,
         init_cell: bool = False,
     ):
         super().__init__()
         self.vocab_size = vocab_size
-        self.num_layers = num_layers
-        self.cell = cell
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
-        self.dropout = Dropout(dropout)
-        self.init_hidden = nn.Linear(memory_dim, num_layers * hidden_size)
-        self.init_cell = nn.Linear(memory_dim, num_layers * hidden_size) if init_cell else None
-        rnn_class = nn.GRU if cell == "gru" else nn.LSTM
+        self.num_layers, self.cell = s.num_layers, s.cell
+        self.embedding = nn.Embedding(vocab_size, s.embed_dim, padding_idx=s.pad_id)
+        self.dropout = Dropout(s.dropout)
+        layers = s.num_layers * s.hidden_size
+        self.init_hidden = nn.Linear(memory_dim, layers)
+        self.init_cell = nn.Linear(memory_dim, layers) if init_cell else None
+        between = s.dropout if s.num_layers > 1 else 0.0
+        rnn_class = nn.GRU if s.cell == "gru" else nn.LSTM
         self.rnn = rnn_class(
-            rnn_input_dim,
-            hidden_size,
-            num_layers=num_layers,
-            batch_first=True,
-            dropout=dropout if num_layers > 1 else 0.0,
+            rnn_input_dim, s.hidden_size, s.num_layers, batch_first=True, dropout=between
         )
 
     def initial_hidden(self, summary: Tensor, beam_size: int = 1) -> Hidden:
@@ -87,6 +111,19 @@ class RNNDecoder(Decoder):
         """tanh(W c) for every layer and row: (B, D) -> (l, R, H)."""
         x = torch.tanh(linear(summary)).repeat_interleave(beam_size, 0)  # (R, l·H)
         return x.unflatten(-1, (self.num_layers, -1)).transpose(0, 1).contiguous()  # (l, R, H)
+
+    def attention_state(
+        self, memory: Memory, beam_size: int, feed: Tensor | None = None
+    ) -> RNNState:
+        """The first state of a decoder with an `attention`: s_0 from the memory summary for
+        every row, the attention keys projected once per input."""
+        return RNNState(
+            hidden=self.initial_hidden(memory.summary, beam_size),
+            keys=self.attention.project_keys(memory.states),
+            values=memory.states,
+            mask=memory.mask,
+            feed=feed,
+        )
 
     def attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
         """(R, H) queries, K adjacent ones per input -> context (R, D) and weights (R, S).

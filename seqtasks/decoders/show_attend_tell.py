@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -12,7 +13,7 @@ from torch import Tensor, nn
 from seqtasks.attention.scores import AdditiveAttention, Attention
 from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import DeepOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, single_lstm
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import rnn_step, top_layer
 
@@ -34,46 +35,28 @@ class SoftAttentionDecoder(RNNDecoder):
     Args:
         vocab_size: vocabulary size V (given by the task).
         memory_dim: width D of the annotations (given by the task).
-        embed_dim: width m of the word embeddings E y (and of the deep output).
-        hidden_size: width n of the LSTM.
         attention: f_att, built as `attention(hidden_size, memory_dim)`.
-        dropout: on the deep output before L_o.
-        pad_id: padding token id.
+        (the rest `single_lstm`'s, by keyword: embed_dim, the width m of the word embeddings
+        E y and of the deep output; hidden_size, the width n of the LSTM; dropout on the deep
+        output before L_o; pad_id)
     """
 
     def __init__(
         self,
         vocab_size: int,
         memory_dim: int,
-        embed_dim: int = 512,
-        hidden_size: int = 1024,
         attention: Callable[[int, int], Attention] = AdditiveAttention,
-        dropout: float = 0.5,
-        pad_id: int = 0,
+        **lstm: Any,
     ):
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            embed_dim + memory_dim,
-            embed_dim,
-            hidden_size,
-            num_layers=1,
-            cell="lstm",
-            dropout=dropout,
-            pad_id=pad_id,
-            init_cell=True,
-        )
+        s = single_lstm(**lstm)
+        super().__init__(vocab_size, memory_dim, s.embed_dim + memory_dim, s, init_cell=True)
+        embed_dim, hidden_size, dropout = s.embed_dim, s.hidden_size, s.dropout
         self.attention = attention(hidden_size, memory_dim)
         self.f_beta = nn.Linear(hidden_size, 1)
         self.readout = DeepOutput(embed_dim, hidden_size, memory_dim, vocab_size, dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
-        return RNNState(
-            hidden=self.initial_hidden(memory.summary, beam_size),
-            keys=self.attention.project_keys(memory.states),
-            values=memory.states,
-            mask=memory.mask,
-        )
+        return self.attention_state(memory, beam_size)
 
     def glimpse(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor, Tensor | None]:
         """(R, n) h_{t−1} -> context Σ_i α_ti a_i (R, D), α_t (R, L), and no stochastic choice."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from torch import Tensor
 
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.readouts import DeepOutput
-from seqtasks.decoders.rnn import RNNDecoder, RNNState
+from seqtasks.decoders.rnn import RNNDecoder, RNNState, single_lstm
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import recur, rnn_step
 
@@ -25,32 +26,15 @@ class ShowTellDecoder(RNNDecoder):
     through the same layers as the attention decoders, so the two differ by attention alone.
     The teacher-forced pass is one call of the fused LSTM over all T positions.
 
-    Args: as `SoftAttentionDecoder`, without `attention`.
+    Args: `single_lstm`'s, by keyword, as `SoftAttentionDecoder`'s without `attention`.
     """
 
     gives_attention = False
 
-    def __init__(
-        self,
-        vocab_size: int,
-        memory_dim: int,
-        embed_dim: int = 512,
-        hidden_size: int = 1024,
-        dropout: float = 0.5,
-        pad_id: int = 0,
-    ):
-        super().__init__(
-            vocab_size,
-            memory_dim,
-            embed_dim,
-            embed_dim,
-            hidden_size,
-            num_layers=1,
-            cell="lstm",
-            dropout=dropout,
-            pad_id=pad_id,
-            init_cell=True,
-        )
+    def __init__(self, vocab_size: int, memory_dim: int, **lstm: Any):
+        s = single_lstm(**lstm)
+        super().__init__(vocab_size, memory_dim, s.embed_dim, s, init_cell=True)
+        embed_dim, hidden_size, dropout = s.embed_dim, s.hidden_size, s.dropout
         self.readout = DeepOutput(embed_dim, hidden_size, 0, vocab_size, dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:

@@ -4,6 +4,7 @@ any `Memory`, and incremental decoding with cached keys and values."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -13,13 +14,11 @@ from seqtasks.attention.multihead import CrossAttention, SelfAttention
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import (
-    Embeddings,
     FeedForward,
-    NormPlacement,
-    PositionKind,
     Residual,
     StackNorm,
     Stream,
+    TransformerSettings,
     grid_positions,
     init_linear_layers,
     recomputed,
@@ -50,23 +49,15 @@ class TransformerState:
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the memory, feed-forward net."""
 
-    def __init__(
-        self,
-        d_model: int,
-        memory_dim: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float,
-        attention_dropout: float,
-        norm: NormPlacement,
-    ):
+    def __init__(self, s: TransformerSettings, memory_dim: int):
         super().__init__()
-        self.self_attention = SelfAttention(d_model, num_heads, attention_dropout)
-        self.cross_attention = CrossAttention(d_model, memory_dim, num_heads, attention_dropout)
-        self.feed_forward = FeedForward(d_model, ff_dim)
-        self.residual_self = Residual(d_model, norm, dropout)
-        self.residual_cross = Residual(d_model, norm, dropout)
-        self.residual_ff = Residual(d_model, norm, dropout)
+        heads, dropout = s.num_heads, s.attention_dropout
+        self.self_attention = SelfAttention(s.d_model, heads, dropout)
+        self.cross_attention = CrossAttention(s.d_model, memory_dim, heads, dropout)
+        self.feed_forward = FeedForward(s.d_model, s.ff_dim)
+        self.residual_self = Residual(s.d_model, s.norm, s.dropout)
+        self.residual_cross = Residual(s.d_model, s.norm, s.dropout)
+        self.residual_ff = Residual(s.d_model, s.norm, s.dropout)
 
     def forward(
         self,
@@ -133,47 +124,30 @@ class TransformerDecoder(Decoder):
     Args:
         vocab_size: target vocabulary size V (given by the task).
         memory_dim: width of the annotations (the encoder's `out_dim`, given by the task).
-        d_model, num_heads, num_layers, ff_dim, dropout, attention_dropout, norm, positions,
-            max_positions, pad_id: as in `TransformerEncoder`.
         tie_embeddings: the output projection is the target embedding matrix (§3.4; Press and
             Wolf 2017); otherwise a separate linear layer.
         grid_positions: add 2-D sinusoidal positions to a memory that comes from an image grid
             (`memory.grid` set), since attention alone cannot tell where a cell is.
-        activation_checkpointing: in teacher-forced training, recompute each layer in the
-            backward pass instead of storing its activations
-            (`seqtasks.layers.transformer.recomputed`);
-            `step` never does.
+        (the rest `TransformerSettings`', by keyword, as for `TransformerEncoder`)
     """
 
     def __init__(
         self,
         vocab_size: int,
         memory_dim: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_layers: int = 3,
-        ff_dim: int = 1024,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        norm: NormPlacement = "post",
-        positions: PositionKind = "sinusoidal",
-        max_positions: int = 1024,
-        pad_id: int = 0,
         tie_embeddings: bool = True,
         grid_positions: bool = True,
-        activation_checkpointing: bool = False,
+        **settings: Any,
     ):
         super().__init__()
+        s = TransformerSettings(**settings)
         self.vocab_size = vocab_size
-        self.embeddings = Embeddings(vocab_size, d_model, pad_id, positions, max_positions, dropout)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, memory_dim, num_heads, ff_dim, dropout, attention_dropout, norm)
-            for _ in range(num_layers)
-        )
-        self.stack = StackNorm(d_model, norm)
-        self.output = None if tie_embeddings else nn.Linear(d_model, vocab_size)
+        self.embeddings = s.embeddings(vocab_size)
+        self.layers = nn.ModuleList(DecoderLayer(s, memory_dim) for _ in range(s.num_layers))
+        self.stack = StackNorm(s.d_model, s.norm)
+        self.output = None if tie_embeddings else nn.Linear(s.d_model, vocab_size)
         self.grid_positions = grid_positions
-        self.activation_checkpointing = activation_checkpointing
+        self.activation_checkpointing = s.activation_checkpointing
         init_linear_layers(self.layers)
         if self.output is not None:
             init_linear_layers(self.output)

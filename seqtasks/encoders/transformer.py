@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -9,13 +11,11 @@ from seqtasks.attention.multihead import SelfAttention
 from seqtasks.encoders.base import Encoder
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import (
-    Embeddings,
     FeedForward,
-    NormPlacement,
-    PositionKind,
     Residual,
     StackNorm,
     Stream,
+    TransformerSettings,
     init_linear_layers,
     recomputed,
 )
@@ -24,20 +24,12 @@ from seqtasks.layers.transformer import (
 class EncoderLayer(nn.Module):
     """Self-attention over the unpadded positions, then the position-wise feed-forward net."""
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        ff_dim: int,
-        dropout: float,
-        attention_dropout: float,
-        norm: NormPlacement,
-    ):
+    def __init__(self, s: TransformerSettings):
         super().__init__()
-        self.self_attention = SelfAttention(d_model, num_heads, attention_dropout)
-        self.feed_forward = FeedForward(d_model, ff_dim)
-        self.residual_attention = Residual(d_model, norm, dropout)
-        self.residual_ff = Residual(d_model, norm, dropout)
+        self.self_attention = SelfAttention(s.d_model, s.num_heads, s.attention_dropout)
+        self.feed_forward = FeedForward(s.d_model, s.ff_dim)
+        self.residual_attention = Residual(s.d_model, s.norm, s.dropout)
+        self.residual_ff = Residual(s.d_model, s.norm, s.dropout)
 
     def forward(self, stream: Stream, mask: Tensor) -> Stream:
         stream = self.residual_attention(stream, lambda h: self.self_attention(h, key_mask=mask))
@@ -52,44 +44,19 @@ class TransformerEncoder(Encoder):
 
     Args:
         vocab_size: source vocabulary size V (given by the task, from the data).
-        d_model: model width D (`out_dim`).
-        num_heads: attention heads H.
-        num_layers: stacked layers N.
-        ff_dim: inner width of the feed-forward nets.
-        dropout: on the embeddings and on every sub-layer's output (§5.4).
-        attention_dropout: on the attention weights.
-        norm: "post" (the paper), "pre" or "resi_dual"; see `seqtasks.transformer`.
-        positions: "sinusoidal" or "learned".
-        max_positions: the longest source accepted.
-        pad_id: the padding token.
-        activation_checkpointing: in training, recompute each layer in the backward pass
-            instead of storing its activations (`seqtasks.layers.transformer.recomputed`).
+        (the rest `TransformerSettings`', by keyword: d_model, num_heads, num_layers, ff_dim,
+        dropout, attention_dropout, norm, positions, max_positions, pad_id,
+        activation_checkpointing)
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_layers: int = 3,
-        ff_dim: int = 1024,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        norm: NormPlacement = "post",
-        positions: PositionKind = "sinusoidal",
-        max_positions: int = 1024,
-        pad_id: int = 0,
-        activation_checkpointing: bool = False,
-    ):
+    def __init__(self, vocab_size: int, **settings: Any):
         super().__init__()
-        self.embeddings = Embeddings(vocab_size, d_model, pad_id, positions, max_positions, dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, ff_dim, dropout, attention_dropout, norm)
-            for _ in range(num_layers)
-        )
-        self.stack = StackNorm(d_model, norm)
-        self.out_dim = d_model
-        self.activation_checkpointing = activation_checkpointing
+        s = TransformerSettings(**settings)
+        self.embeddings = s.embeddings(vocab_size)
+        self.layers = nn.ModuleList(EncoderLayer(s) for _ in range(s.num_layers))
+        self.stack = StackNorm(s.d_model, s.norm)
+        self.out_dim = s.d_model
+        self.activation_checkpointing = s.activation_checkpointing
         init_linear_layers(self.layers)
 
     @property

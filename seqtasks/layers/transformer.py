@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -29,6 +30,44 @@ PositionKind = Literal["sinusoidal", "learned"]
 
 
 Stream = tuple[Tensor, Tensor | None]  # (x, the ResiDual sum d or None)
+
+
+@dataclass
+class TransformerSettings:
+    """What a Transformer encoder and decoder share; both take these by keyword (YAML: their
+    `init_args`), written once here.
+
+    Attributes:
+        d_model: model width D (the encoder's `out_dim`).
+        num_heads: attention heads H; D must divide by it.
+        num_layers: stacked layers N.
+        ff_dim: inner width of the feed-forward nets.
+        dropout: on the embeddings and on every sub-layer's output (§5.4).
+        attention_dropout: on the attention weights.
+        norm: "post" (the paper), "pre" or "resi_dual" (above).
+        positions: "sinusoidal" or "learned".
+        max_positions: the longest sequence accepted.
+        pad_id: the padding token.
+        activation_checkpointing: in teacher-forced training, recompute each layer in the
+            backward pass instead of storing its activations (`recomputed`); search never does.
+    """
+
+    d_model: int = 256
+    num_heads: int = 4
+    num_layers: int = 3
+    ff_dim: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    norm: NormPlacement = "post"
+    positions: PositionKind = "sinusoidal"
+    max_positions: int = 1024
+    pad_id: int = 0
+    activation_checkpointing: bool = False
+
+    def embeddings(self, vocab_size: int) -> Embeddings:
+        return Embeddings(
+            vocab_size, self.d_model, self.pad_id, self.positions, self.max_positions, self.dropout
+        )
 
 
 def sinusoidal_table(length: int, dim: int) -> Tensor:

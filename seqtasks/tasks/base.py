@@ -17,7 +17,7 @@ from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
-from seqtasks.search import Constraint, Hypothesis, decode, max_lengths
+from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoints import refuse_non_finite
@@ -242,16 +242,9 @@ class EncoderDecoderTask(L.LightningModule):
 
     # ---- decoding ---------------------------------------------------------------------------
     @torch.no_grad()
-    def decode(
-        self,
-        src: Tensor,
-        src_mask: Tensor,
-        beam_size: int = 1,
-        n_best: int = 1,
-        return_attention: bool = False,
-    ) -> list[list[Hypothesis]]:
-        """Encode a padded batch and `search`."""
-        return self.search(self.encoder(src, src_mask), beam_size, n_best, return_attention)
+    def decode(self, src: Tensor, src_mask: Tensor, *search: Any) -> list[list[Hypothesis]]:
+        """Encode a padded batch and `search` (beam size, n-best, attention) from it."""
+        return self.search(self.encoder(src, src_mask), *search)
 
     @torch.no_grad()
     def search(
@@ -261,18 +254,25 @@ class EncoderDecoderTask(L.LightningModule):
         n_best: int = 1,
         return_attention: bool = False,
     ) -> list[list[Hypothesis]]:
-        """`seqtasks.search.decode` within `search_limits`, under `search_constraint`."""
-        return decode(
+        """Greedy search for one beam and one output, batched beam search otherwise (the
+        task's length penalty), within `search_limits` and under `search_constraint`."""
+        limits, constraint = self.search_limits(memory), self.search_constraint(memory)
+        if beam_size == 1 and n_best == 1:
+            return greedy(
+                self.decoder, memory, BOS_ID, EOS_ID, limits, return_attention, constraint
+            )
+        alpha = self.length_alpha
+        return beam_search(
             self.decoder,
             memory,
             BOS_ID,
             EOS_ID,
-            self.search_limits(memory),
+            limits,
             beam_size,
+            alpha,
             n_best,
-            self.length_alpha,
             return_attention,
-            self.search_constraint(memory),
+            constraint,
         )
 
     def search_limits(self, memory: Memory) -> Tensor:

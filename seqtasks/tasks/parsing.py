@@ -154,7 +154,7 @@ class ParsingTask(EncoderDecoderTask):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, predicted tree on one line) for each sentence of the batch."""
-        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=self.test_beam)
+        hypotheses = self.decode(batch.src, batch.src_mask, self.test_beam)
         return [
             (int(i), to_line(self.read_output(nbest[0], words.split()).tree))
             for i, nbest, words in zip(batch.index, hypotheses, batch.src_text)

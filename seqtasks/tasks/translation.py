@@ -128,7 +128,7 @@ class TranslationTask(EncoderDecoderTask):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, translation) for each sentence of the batch."""
-        hypotheses = self.decode(batch.src, batch.src_mask, beam_size=self.test_beam)
+        hypotheses = self.decode(batch.src, batch.src_mask, self.test_beam)
         return [
             (int(i), self.tgt_tokenizer.decode(nbest[0].tokens))
             for i, nbest in zip(batch.index, hypotheses)
