@@ -223,6 +223,34 @@ MUTANTS = [
         "",
         ("test_old_checkpoints.py::test_class_paths_of_older_configs_still_resolve",),
     ),
+    Mutant(
+        "a split's records not de-duplicated by index (DDP's repeated batches counted twice)",
+        "seqtasks/metrics/records.py",
+        "            unique[record.index] = record",
+        "            unique[len(unique)] = record",
+        ("test_distributed.py::test_ddp_validation_equals_one_process",),
+    ),
+    Mutant(
+        "the Transformer's attention taken from its first head instead of the heads' mean",
+        "seqtasks/attention/multihead.py",
+        "weights = alpha.mean(dim=1).reshape(rows, length, -1)",
+        "weights = alpha[:, 0].reshape(rows, length, -1)",
+        ("test_contract.py::test_attention_has_one_shape_for_every_decoder",),
+    ),
+    Mutant(
+        "an encoder that reads images accepted by a task that gives tokens",
+        "seqtasks/tasks/parts.py",
+        "if built is not None and built.reads != task.reads:",
+        "if built is not None and built.reads != task.reads and False:",
+        ("test_matrix.py::test_part_by_part",),
+    ),
+    Mutant(
+        "the objective never asks the decoder for its attention",
+        "seqtasks/tasks/objective.py",
+        "return bool(self.attention_penalty or self.entropy_weight)",
+        "return False",
+        ("test_contract.py::test_the_transformer_attention_penalty_acts_on_its_cross_attention",),
+    ),
 ]
 
 
