@@ -135,3 +135,9 @@ def test_attention_plots_refuse_a_decoder_without_attention():
         match="AttentionPlots draws attention weights, but NoAttentionDecoder has no attention",
     ):
         AttentionPlots().setup(None, task, "fit")
+
+
+def test_attention_plots_refuse_a_task_that_does_not_translate():
+    task = caption_task(functools.partial(TransformerDecoder, d_model=8, num_heads=2, num_layers=1))
+    with pytest.raises(ValueError, match="AttentionPlots draws a translation model's attention"):
+        AttentionPlots().setup(None, task, "fit")

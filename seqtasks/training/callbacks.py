@@ -24,6 +24,11 @@ class AttentionPlots(L.Callback):
         self.num_examples = num_examples
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if not hasattr(pl_module, "translate"):
+            raise ValueError(
+                f"AttentionPlots draws a translation model's attention, not a "
+                f"{type(pl_module).__name__}'s: for images use apps/caption.py --attention-maps"
+            )
         if not pl_module.decoder.gives_attention:
             raise ValueError(
                 f"AttentionPlots draws attention weights, but {type(pl_module.decoder).__name__} "
