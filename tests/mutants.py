@@ -95,11 +95,11 @@ MUTANTS = [
         ("test_reference_steps.py",),
     ),
     Mutant(
-        "the Transformer decoder's cache not reordered with its beams",
+        "the Transformer decoder's pending beam reorder not composed with a second one",
         "seqtasks/decoders/transformer.py",
         "rows = index if state.rows is None else state.rows.index_select(0, index)",
         "rows = index if state.rows is None else state.rows",
-        ("test_reference_steps.py",),
+        ("test_contract.py::test_two_reorders_compose_like_one",),
     ),
     Mutant(
         "label smoothing epsilon/2",

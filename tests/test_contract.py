@@ -141,3 +141,20 @@ def test_attention_plots_refuse_a_task_that_does_not_translate():
     task = caption_task(functools.partial(TransformerDecoder, d_model=8, num_heads=2, num_layers=1))
     with pytest.raises(ValueError, match="AttentionPlots draws a translation model's attention"):
         AttentionPlots().setup(None, task, "fit")
+
+
+@pytest.mark.parametrize("decoder_class", DECODERS, ids=lambda c: c.__name__)
+def test_two_reorders_compose_like_one(decoder_class):
+    """Row r of a reordered state continues old row index[r], whatever reorders came before
+    the next step: reordering by a then b equals reordering once by a[b] (the Transformer
+    keeps a pending reorder until its next step, and must compose a second one with it)."""
+    decoder, m = build(decoder_class), memory()
+    first = torch.tensor([5, 6, 7, 8, 9, 4])  # R = B·K = 6 rows, K = 2
+    a, b = torch.tensor([1, 0, 3, 2, 5, 4]), torch.tensor([0, 0, 3, 2, 4, 5])
+    with torch.no_grad():
+        _, state, _ = decoder.step(first, decoder.start(m, beam_size=2))
+        twice = decoder.step(first, decoder.reorder(decoder.reorder(state, a), b))
+        once = decoder.step(first, decoder.reorder(state, a[b]))
+    torch.testing.assert_close(twice[0], once[0])
+    if decoder_class.gives_attention:
+        torch.testing.assert_close(twice[2], once[2])
