@@ -417,7 +417,7 @@ def cross_attention(
 def transformer_reference(
     decoder: TransformerDecoder, source: Source, tokens: list[int], norm: str, tied: bool
 ) -> Output:
-    """Vaswani et al. (2017) §3, with the residual placement `norm` (see seqtasks.layers.transformer):
+    """Vaswani et al. (2017) §3, with the residual placement `norm` (`seqtasks.layers.transformer`):
 
     x_t = √d E y_t + PE(t)      memory m_j = h_j (+ 2-D positions [PE(row); PE(column)] on a grid)
     each layer: masked self-attention, cross-attention over the real m_j, and
