@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,8 +23,6 @@ from seqtasks.data.features import FeatureCache
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.shapes import LEVELS, Scene, write_world
 from seqtasks.data.words import WordTokenizer
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
