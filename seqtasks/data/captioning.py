@@ -81,10 +81,6 @@ class CaptionDataset(Dataset):
     def __len__(self) -> int:
         return len(self.pairs)
 
-    def lengths(self) -> list[int]:
-        """Per (image, caption) pair, the caption's tokens with BOS/EOS."""
-        return [len(self.targets[i][j]) + 1 for i, j in self.pairs]
-
     def __getitem__(self, n: int) -> tuple[int, Tensor, list[int]]:
         i, j = self.pairs[n]
         path = self.images[i].path

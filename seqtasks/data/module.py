@@ -18,7 +18,7 @@ NEEDED = {"fit": ("fit", "validate"), "validate": ("validate",), "test": ("test"
 
 
 class SplitDataset(Protocol):
-    """What the loaders need of a split: its examples, and what padding each one costs."""
+    """What `BucketedData.loader` needs of a split: its examples, and what padding each costs."""
 
     def __len__(self) -> int: ...
 

@@ -88,9 +88,9 @@ class RNNDecoder(Decoder):
         self.num_layers, self.cell = s.num_layers, s.cell
         self.embedding = nn.Embedding(vocab_size, s.embed_dim, padding_idx=s.pad_id)
         self.dropout = Dropout(s.dropout)
-        layers = s.num_layers * s.hidden_size
-        self.init_hidden = nn.Linear(memory_dim, layers)
-        self.init_cell = nn.Linear(memory_dim, layers) if init_cell else None
+        width = s.num_layers * s.hidden_size  # s_0 of every layer at once
+        self.init_hidden = nn.Linear(memory_dim, width)
+        self.init_cell = nn.Linear(memory_dim, width) if init_cell else None
         between = s.dropout if s.num_layers > 1 else 0.0
         rnn_class = nn.GRU if s.cell == "gru" else nn.LSTM
         self.rnn = rnn_class(

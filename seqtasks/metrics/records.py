@@ -27,9 +27,8 @@ _SEPARATOR = "\n"  # between the references of one example (no reference holds a
 def _bytes(texts: Sequence[str]) -> tuple[Tensor, Tensor]:
     """Strings -> (their UTF-8 bytes, concatenated) (N,) uint8 and (their byte lengths) (n,)."""
     encoded = [text.encode("utf-8") for text in texts]
-    data = torch.frombuffer(bytearray(b"".join(encoded)) or bytearray(1), dtype=torch.uint8)
-    lengths = torch.tensor([len(b) for b in encoded], dtype=torch.long)
-    return data[: int(lengths.sum())], lengths
+    data = torch.tensor(bytearray(b"".join(encoded)), dtype=torch.uint8)
+    return data, torch.tensor([len(b) for b in encoded], dtype=torch.long)
 
 
 def _texts(data: Tensor, lengths: Tensor) -> list[str]:

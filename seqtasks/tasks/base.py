@@ -261,7 +261,6 @@ class EncoderDecoderTask(L.LightningModule):
             return greedy(
                 self.decoder, memory, BOS_ID, EOS_ID, limits, return_attention, constraint
             )
-        alpha = self.length_alpha
         return beam_search(
             self.decoder,
             memory,
@@ -269,7 +268,7 @@ class EncoderDecoderTask(L.LightningModule):
             EOS_ID,
             limits,
             beam_size,
-            alpha,
+            self.length_alpha,
             n_best,
             return_attention,
             constraint,
