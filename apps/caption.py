@@ -3,6 +3,7 @@
     python apps/caption.py photo.jpg more_photos/ --checkpoint best.ckpt
     python apps/caption.py photos/ --checkpoint best.ckpt --beam 3 --out captions.jsonl \\
         --attention-maps maps/
+    python apps/caption.py photos/ --checkpoint a.ckpt b.ckpt     # an ensemble
 
 The model is loaded once and the images captioned in batches, at the size it was trained on.
 A folder stands for the image files in it (by extension, sorted). Each image gives a record
@@ -21,12 +22,12 @@ import sys
 import time
 from pathlib import Path
 
+import seqtasks
 from seqtasks.cli.arguments import positive_int
 from seqtasks.data.captions import load_images
-from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_caption_attention
-from seqtasks.tasks.captioning import CaptioningTask
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 
@@ -34,7 +35,9 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".ti
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
-    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument(
+        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+    )
     parser.add_argument("--beam", type=positive_int, default=3, help="beam size; 1 = greedy")
     parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
@@ -67,16 +70,15 @@ def map_names(paths: list[Path]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        model = load_task(
-            args.checkpoint, CaptioningTask, "captioning", resolve_device(args.device)
-        )
+        model = seqtasks.load(args.checkpoint, args.device, task="captioning")
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.attention_maps and not model.decoder.gives_attention:
-        name = type(model.decoder).__name__
+    if args.attention_maps and not model.gives_attention:
+        name = type(model.task.decoder).__name__
         print(
-            f"error: --attention-maps: {args.checkpoint}'s {name} has no attention", file=sys.stderr
+            f"error: --attention-maps: {args.checkpoint[0]}'s {name} has no attention",
+            file=sys.stderr,
         )
         return 2
 
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         captions = []
         if pixels is not None:
             captions = model.caption(
-                pixels, args.beam, return_attention=args.attention_maps is not None
+                pixels, args.beam, attention=args.attention_maps is not None
             )
         by_index = {first + j: (pixels[k], c) for k, (j, c) in enumerate(zip(readable, captions))}
         for i in chunk:

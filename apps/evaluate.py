@@ -4,11 +4,13 @@
         --src data/multi30k/test_2016_flickr.de --ref data/multi30k/test_2016_flickr.en --beam 5
     python apps/evaluate.py translation --checkpoint attn.ckpt plain.ckpt --src … --ref … \\
         --length-plot bleu_by_length.png      # compare models by source length
+    python apps/evaluate.py translation --checkpoint a.ckpt b.ckpt c.ckpt --ensemble --src … --ref …
 
 Translation prints sacreBLEU (cased, detokenised, 13a) with its signature, chrF, the lower-cased
 BLEU some papers report, and BLEU per source-length bucket (Bahdanau et al. 2015, Fig. 2).
 With --json the last line is one JSON object (the first checkpoint's figures at top level,
-every checkpoint's under "models").
+every checkpoint's under "models"). With --ensemble the checkpoints are scored as one ensemble
+(their log-probabilities averaged at every step; `seqtasks.load`).
 
     python apps/evaluate.py parsing --gold data/ptb/dev.mrg --pred predicted.mrg
     python apps/evaluate.py parsing --checkpoint best.ckpt --gold data/ptb/dev.mrg --beam 10
@@ -43,20 +45,18 @@ import json
 import sys
 from pathlib import Path
 
+import seqtasks
 from seqtasks.cli.arguments import non_negative_int, positive_int, text_file
 from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES, read_captions
 from seqtasks.data.text import read_parallel
 from seqtasks.evaluation.captioning import caption_images, captioning_report, nearest_neighbour
 from seqtasks.evaluation.parsing import parsing_report
 from seqtasks.evaluation.translation import output_paths, translation_lines, translation_report
-from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.checkpoint_files import CheckpointError, resolve_device
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_bleu_by_length
 from seqtasks.metrics.bleu import BleuBucket
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank, to_line
-from seqtasks.tasks.captioning import CaptioningTask
-from seqtasks.tasks.parsing import ParsingTask
-from seqtasks.tasks.translation import TranslationTask
 
 
 def fail(error: Exception | str) -> int:
@@ -68,18 +68,20 @@ def fail(error: Exception | str) -> int:
 def evaluate_translation(args: argparse.Namespace) -> int:
     try:
         sources, references = read_parallel(args.src, args.ref)
+        groups = [args.checkpoint] if args.ensemble else [[path] for path in args.checkpoint]
         models = [
-            (path, load_task(path, TranslationTask, "translation", args.device))
-            for path in args.checkpoint
+            (" + ".join(map(str, group)), seqtasks.load(group, args.device, task="translation"))
+            for group in groups
         ]
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         return fail(error)
-    unique = len({path.stem for path, _ in models}) == len(models)
-    outputs = output_paths(args.output, args.checkpoint) if args.output else []
+    names = [Path(name) for name, _ in models]
+    unique = len({path.stem for path in names}) == len(models)
+    outputs = output_paths(args.output, names) if args.output else []
     reports, curves = [], {}
-    for number, (path, model) in enumerate(models):
-        results = model.translate(sources, beam_size=args.beam, max_tokens=args.max_tokens)
-        hypotheses = [nbest[0].text for nbest in results]
+    for number, (path, model) in enumerate(zip(names, (model for _, model in models))):
+        results = model.translate(sources, beam=args.beam, max_tokens=args.max_tokens)
+        hypotheses = [best.text for best in results]
         report = translation_report(path, hypotheses, sources, references, args.beam, args.buckets)
         if outputs:
             write_atomic(outputs[number], "".join(h + "\n" for h in hypotheses))
@@ -105,7 +107,7 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
                     f"{args.gold} has {len(golds)} trees but {args.pred} has {len(preds)}"
                 )
         else:
-            model = load_task(args.checkpoint, ParsingTask, "parsing", args.device)
+            model = seqtasks.load(args.checkpoint, args.device, task="parsing")
     except (CheckpointError, FileNotFoundError, TreebankError, ValueError) as error:
         return fail(error)
     source: dict = {"gold_file": str(args.gold)}
@@ -114,7 +116,7 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
         source["pred_file"] = str(args.pred)
     else:
         words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
-        parses = model.parse(words, beam_size=args.beam)
+        parses = model.parse(words, beam=args.beam)
         preds = [p.tree for p in parses]
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
         source |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
@@ -132,7 +134,7 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
     is named on stderr and left out: the scores then cover only the rest, which the report says
     on its first line and in its JSON (`images_unreadable`), and the exit status is 1."""
     try:
-        model = load_task(args.checkpoint, CaptioningTask, "captioning", args.device)
+        model = seqtasks.load(args.checkpoint, args.device, task="captioning")
         splits = read_captions(args.source, args.image_dir, args.val_images, args.test_images)
         if args.split not in splits:
             raise ValueError(f"{args.source} has no split '{args.split}' (it has {sorted(splits)})")
@@ -194,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     translation.add_argument("--ref", required=True, type=text_file)
     translation.add_argument("--beam", type=positive_int, default=5)
     translation.add_argument("--max-tokens", type=positive_int, default=2000)
+    translation.add_argument(
+        "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
+    )
     translation.add_argument(
         "--buckets",
         type=positive_int,

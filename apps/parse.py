@@ -3,6 +3,7 @@
     echo "Pierre Vinken will join the board. He is 61." | python apps/parse.py --checkpoint CKPT
     python apps/parse.py --checkpoint CKPT --pretokenized < data/ptb/dev.txt
     python apps/parse.py --checkpoint CKPT --format pretty < story.txt
+    python apps/parse.py --checkpoint A.ckpt B.ckpt < story.txt     # an ensemble
 
 By default each input line is raw text, split into sentences and PTB tokens offline (round
 brackets become -LRB- -RRB-, quotes `` ''); blank lines are skipped. With --pretokenized each
@@ -23,17 +24,19 @@ from pathlib import Path
 
 from nltk.tree import Tree, TreePrettyPrinter
 
+import seqtasks
 from seqtasks.cli.arguments import positive_int
 from seqtasks.data.text import read_stdin_lines
-from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
 from seqtasks.parsing.trees import to_line
-from seqtasks.tasks.parsing import ParsingTask
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument(
+        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+    )
     parser.add_argument(
         "--pretokenized", action="store_true", help="one sentence a line, tokens split by spaces"
     )
@@ -56,7 +59,7 @@ def render(tree: Tree, form: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        model = load_task(args.checkpoint, ParsingTask, "parsing", resolve_device(args.device))
+        model = seqtasks.load(args.checkpoint, args.device, task="parsing")
         lines = read_stdin_lines()
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pretokenized:
         sentences = [escape_brackets(line.split()) for line in lines]
     else:
-        tokenizer = PTBTokenizer(model.vocabulary.words)
+        tokenizer = PTBTokenizer(model.task.vocabulary.words)
         sentences = [s for line in lines for s in tokenizer.sentences(line)]
     if not sentences:
         print("note: no sentences in the input", file=sys.stderr)
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             todo.append(i - 1)
-    parses = dict(zip(todo, model.parse([sentences[i] for i in todo], beam_size=args.beam)))
+    parses = dict(zip(todo, model.parse([sentences[i] for i in todo], beam=args.beam)))
     for i in range(len(sentences)):
         if i in parses:
             sys.stdout.write(render(parses[i].tree, args.format))

@@ -4,10 +4,12 @@
     python apps/translate.py --checkpoint best.ckpt --input news.de --output news.en --beam 5
     python apps/translate.py --checkpoint best.ckpt --n-best 3 < in.txt   # i ||| text ||| score
     python apps/translate.py --checkpoint best.ckpt --attention-plots plots/ < in.txt
+    python apps/translate.py --checkpoint a.ckpt b.ckpt c.ckpt < in.txt   # an ensemble
 
 The model is loaded once and the input translated in length-sorted batches; the output keeps
 the input's line count and order (an empty line gives an empty line). An --output file is
-written to a temporary name and renamed when complete.
+written to a temporary name and renamed when complete. Several checkpoints decode as one
+ensemble (their log-probabilities averaged at every step; `seqtasks.load`).
 """
 
 from __future__ import annotations
@@ -16,17 +18,19 @@ import argparse
 import sys
 from pathlib import Path
 
+import seqtasks
 from seqtasks.cli.arguments import positive_int
 from seqtasks.data.text import read_lines, read_stdin_lines
-from seqtasks.io.checkpoint_files import CheckpointError, load_task, resolve_device
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_attention
-from seqtasks.tasks.translation import TranslationTask
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument(
+        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+    )
     parser.add_argument(
         "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"
     )
@@ -51,33 +55,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         lines = read_lines(args.input) if args.input else read_stdin_lines()
-        model = load_task(
-            args.checkpoint, TranslationTask, "translation", resolve_device(args.device)
-        )
+        model = seqtasks.load(args.checkpoint, args.device, task="translation")
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.attention_plots and not model.decoder.gives_attention:
-        name = type(model.decoder).__name__
+    if args.attention_plots and not model.gives_attention:
+        name = type(model.task.decoder).__name__
         print(
-            f"error: --attention-plots: {args.checkpoint}'s {name} has no attention",
+            f"error: --attention-plots: {args.checkpoint[0]}'s {name} has no attention",
             file=sys.stderr,
         )
         return 2
 
     results = model.translate(
         lines,
-        beam_size=args.beam,
+        beam=args.beam,
         n_best=args.n_best,
         max_tokens=args.max_tokens,
         max_length=args.max_length,
-        return_attention=args.attention_plots is not None,
+        attention=args.attention_plots is not None,
     )
     if args.n_best == 1:
-        out = [nbest[0].text for nbest in results]
+        out = [best.text for best in results]
     else:
         out = [
-            f"{i} ||| {t.text} ||| {t.score:.4f}" for i, nbest in enumerate(results) for t in nbest
+            f"{i} ||| {t.text} ||| {t.score:.4f}"
+            for i, best in enumerate(results)
+            for t in [best, *best.alternatives]
         ]
     text = "".join(line + "\n" for line in out)
     if args.output:
@@ -86,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(text)
 
     if args.attention_plots:
-        for i, (line, nbest) in enumerate(zip(lines, results)):
-            best = nbest[0]
+        for i, (line, best) in enumerate(zip(lines, results)):
             if best.attention is None:  # an empty line or translation
                 continue
             source = model.source_pieces(line, args.max_length)

@@ -3,6 +3,9 @@
 Dimension legend used in every docstring and shape comment:
     B batch, S source positions (tokens or image cells), T target positions, D model width,
     V vocabulary, L = H·W image locations, K beam size, H heads (or grid height).
+
+From Python: `seqtasks.load(checkpoint)` (see `seqtasks.api`), imported on first use so that
+`import seqtasks` stays light (the components import neither Lightning nor the tasks).
 """
 
 import importlib
@@ -11,6 +14,20 @@ import importlib.util
 import sys
 
 __version__ = "0.1.0"
+
+_API = {"load", "Translator", "Parser", "Captioner", "Translation", "Parse", "Caption"}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from seqtasks import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'seqtasks' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
 
 # Modules of 0.1 that configs and checkpoints name by class path (`seqtasks.schedules.
 # InverseSqrtWarmup` in a checkpoint's hyperparameters, `seqtasks.callbacks.FitSummary` in a

@@ -170,3 +170,24 @@ def validate_counting_encodings(model, datamodule, monkeypatch) -> tuple[dict[st
     (metrics,) = trainer.validate(model, datamodule=datamodule, verbose=False)
     monkeypatch.undo()
     return metrics, len(calls)
+
+
+def save_checkpoint(task_class: type, hparams: dict, prepare, path: Path) -> Path:
+    """An untrained `task_class` model built from CLI-style `hparams`, given its vocabulary by
+    `prepare(model)`, saved with what `load_from_checkpoint` needs."""
+    import lightning as L
+    from lightning.pytorch.cli import instantiate_module
+
+    model = instantiate_module(task_class, hparams)
+    prepare(model)
+    checkpoint = {
+        "state_dict": model.state_dict(),
+        "hyper_parameters": {
+            **hparams,
+            "_instantiator": "lightning.pytorch.cli.instantiate_module",
+        },
+        "pytorch-lightning_version": L.__version__,
+    }
+    model.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, path)
+    return path

@@ -251,6 +251,27 @@ MUTANTS = [
         "return False",
         ("test_contract.py::test_the_transformer_attention_penalty_acts_on_its_cross_attention",),
     ),
+    Mutant(
+        "an ensemble averages its members' probabilities instead of their log-probabilities",
+        "seqtasks/search/ensemble.py",
+        "return log_probs.mean(dim=0), tuple(new for _, new, _ in steps), attention",
+        "return log_probs.exp().mean(dim=0).log(), tuple(new for _, new, _ in steps), attention",
+        ("test_api.py::test_ensemble_step_is_the_normalised_geometric_mean_of_the_members",),
+    ),
+    Mutant(
+        "an ensemble reorders only its first member's search state",
+        "seqtasks/search/ensemble.py",
+        "return tuple(member.reorder(own, index) for member, own in zip(self.members, state))",
+        "return (self.members[0].reorder(state[0], index), *state[1:])",
+        ("test_api.py::test_an_ensemble_of_one_model_twice_is_that_model",),
+    ),
+    Mutant(
+        "the API's n-best alternatives start with the best hypothesis again",
+        "seqtasks/api/models.py",
+        "return [replace(nbest[0], alternatives=list(nbest[1:])) for nbest in results]",
+        "return [replace(nbest[0], alternatives=list(nbest[:-1])) for nbest in results]",
+        ("test_api.py::test_translate_equals_the_tasks_search_with_n_best_alternatives",),
+    ),
 ]
 
 

@@ -22,11 +22,9 @@ import zlib
 from pathlib import Path
 from types import ModuleType
 
-import lightning as L
 import pytest
 import torch
-from conftest import REPO, flickr8k_subset, load_script, write_toy_corpus
-from lightning.pytorch.cli import instantiate_module
+from conftest import REPO, flickr8k_subset, load_script, save_checkpoint, write_toy_corpus
 
 from seqtasks.cli.main import main as seqtasks_main
 from seqtasks.data import CaptionData, ParsingData, TranslationData
@@ -89,24 +87,6 @@ SOFT = {
     "class_path": "seqtasks.decoders.SoftAttentionDecoder",
     "init_args": {"embed_dim": 8, "hidden_size": 8},
 }
-
-
-def save_checkpoint(task_class: type[L.LightningModule], hparams: dict, prepare, path: Path):
-    """An untrained `task_class` model built from CLI-style `hparams`, given its vocabulary by
-    `prepare(model)`, saved with what `load_from_checkpoint` needs."""
-    model = instantiate_module(task_class, hparams)
-    prepare(model)
-    checkpoint = {
-        "state_dict": model.state_dict(),
-        "hyper_parameters": {
-            **hparams,
-            "_instantiator": "lightning.pytorch.cli.instantiate_module",
-        },
-        "pytorch-lightning_version": L.__version__,
-    }
-    model.on_save_checkpoint(checkpoint)
-    torch.save(checkpoint, path)
-    return path
 
 
 def sample_trees(count: int):

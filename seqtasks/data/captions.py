@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import struct
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,15 +48,26 @@ class CaptionedImage:
         return self.path.name
 
 
-def load_image(path: str | Path, size: int) -> Tensor:
+ImageSource = str | Path | bytes | Image.Image  # a file, an encoded file's bytes, or an image
+
+
+def load_image(path: ImageSource, size: int, name: str | None = None) -> Tensor:
     """(3, size, size) RGB in [0, 1]: the whole image resized to a square, aspect ignored.
+    `path` is a file, the bytes of an encoded image (an upload), or a PIL image.
 
     Raises:
-        OSError: naming the file, when it is missing or not an image PIL can read; Pillow's
-            decoders raise SyntaxError (a PNG chunk), struct.error, IndexError … on damaged files.
+        OSError: naming the file (or `name`), when it is missing or not an image PIL can read;
+            Pillow's decoders raise SyntaxError (a PNG chunk), struct.error, IndexError … on
+            damaged files.
     """
+    if name is None:
+        name = f"({len(path)} bytes)" if isinstance(path, bytes) else str(path)
     try:
-        with Image.open(path) as image:
+        if isinstance(path, Image.Image):
+            opened = nullcontext(path)  # the caller's image: not ours to close
+        else:
+            opened = Image.open(io.BytesIO(path) if isinstance(path, bytes) else path)
+        with opened as image:
             rgb = image.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)
     except (
         OSError,
@@ -65,13 +79,13 @@ def load_image(path: str | Path, size: int) -> Tensor:
         EOFError,
         Image.DecompressionBombError,
     ) as error:
-        raise OSError(f"cannot read image {path}: {error}") from None
+        raise OSError(f"cannot read image {name}: {error}") from None
     pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
     return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
 
 
 def load_images(
-    paths: list[str | Path], size: int
+    paths: Sequence[ImageSource], size: int
 ) -> tuple[list[int], Tensor | None, dict[int, str]]:
     """The images at `paths` that can be read: their positions in `paths`, (B, 3, size, size)
     their pixels (None if none can be read), and for the position of each image that cannot,

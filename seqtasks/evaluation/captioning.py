@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -17,9 +17,12 @@ from seqtasks.data.captions import CaptionedImage, load_images
 from seqtasks.metrics.captioning import score_captions
 from seqtasks.metrics.shapes import judge, summarise
 
+if TYPE_CHECKING:
+    from seqtasks.api import Caption, Captioner
+
 
 def read_images(
-    model: Any, images: list[CaptionedImage]
+    model: Captioner, images: list[CaptionedImage]
 ) -> tuple[list[CaptionedImage], Tensor | None, dict[Path, str]]:
     """The `images` that can be read, (B, 3, S, S) their pixels at the model's image size (None
     if there are none), and for each image that cannot be read, a message naming it."""
@@ -28,13 +31,13 @@ def read_images(
 
 
 def caption_images(
-    model: Any,
+    model: Captioner,
     images: Sequence[CaptionedImage],
     batch_size: int,
     beam: int,
     attention: bool,
     unreadable: Callable[[str], None],
-) -> tuple[list[CaptionedImage], list[Any], dict[Path, str]]:
+) -> tuple[list[CaptionedImage], list[Caption], dict[Path, str]]:
     """Caption every image that can be read, `batch_size` at a time; those that cannot are
     passed to `unreadable` as they are found, and returned by path with the reason."""
     kept, captions, errors = [], [], {}
@@ -45,13 +48,13 @@ def caption_images(
         errors |= failed
         if pixels is not None:
             kept += readable
-            captions += model.caption(pixels, beam, return_attention=attention)
+            captions += model.caption(pixels, beam, attention=attention)
     return kept, captions, errors
 
 
 @torch.no_grad()
 def nearest_neighbour(
-    model: Any,
+    model: Captioner,
     train: list[CaptionedImage],
     test: list[CaptionedImage],
     batch: int,
@@ -69,7 +72,7 @@ def nearest_neighbour(
                 unreadable(error)
             if pixels is not None:
                 kept += readable
-                features.append(model.encoder.extract(pixels.to(model.device)).mean((2, 3)))
+                features.append(model.task.encoder.extract(pixels.to(model.device)).mean((2, 3)))
         if not kept:
             raise ValueError("none of the training images can be read for the baseline")
         return kept, torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
@@ -82,7 +85,7 @@ def nearest_neighbour(
 
 def captioning_report(
     images: Sequence[CaptionedImage],
-    captions: Sequence[Any],
+    captions: Sequence[Caption],
     meteor: bool,
     baseline: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -27,13 +27,15 @@ CHECKPOINT_KEY = "seqtasks"
 
 @dataclass
 class Caption:
-    """One output of `CaptioningTask.caption`."""
+    """One caption: its text, its words, its score, the attention behind each word over the
+    image's (H, W) grid when asked for, and the rest of an n-best list in `alternatives`."""
 
     text: str
     words: list[str]  # one per row of `attention`
     score: float
-    attention: Tensor | None  # (len(words), L) over the image grid, or None
-    grid: tuple[int, int]  # (H, W), L = H·W
+    attention: Tensor | None = field(default=None, repr=False)  # (len(words), L), L = H·W
+    grid: tuple[int, int] | None = None  # (H, W)
+    alternatives: list[Caption] = field(default_factory=list)
 
 
 def _without_pretrained(factory: Any) -> Any:
@@ -187,15 +189,24 @@ class CaptioningTask(EncoderDecoderTask):
     # ---- the API the apps use -------------------------------------------------------------------
     @torch.no_grad()
     def caption(
-        self, images: Tensor, beam_size: int = 3, return_attention: bool = False
+        self,
+        images: Tensor,
+        beam_size: int = 3,
+        return_attention: bool = False,
+        n_best: int = 1,
     ) -> list[Caption]:
-        """(B, 3, S, S) RGB in [0, 1], S = `image_size` -> one caption per image."""
+        """(B, 3, S, S) RGB in [0, 1], S = `image_size` -> one caption per image, with
+        `n_best` − 1 `alternatives`."""
         if self.tokenizer is None:
             raise RuntimeError("the model has no vocabulary: load it from a checkpoint")
         self.eval()
         memory = self.encoder(images.to(self.device))
-        hypotheses = self.search(memory, beam_size, return_attention=return_attention)
-        return [self._caption(nbest[0], memory.grid) for nbest in hypotheses]
+        hypotheses = self.search(memory, beam_size, n_best, return_attention)
+        captions = []
+        for nbest in hypotheses:
+            best, *others = [self._caption(h, memory.grid) for h in nbest]
+            captions.append(replace(best, alternatives=others))
+        return captions
 
     def _caption(self, hypothesis: Hypothesis, grid: tuple[int, int]) -> Caption:
         return Caption(

@@ -4,7 +4,7 @@ a sentence in, its tree's bracket sequence out, scored the way EVALB scores."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -32,12 +32,20 @@ CHECKPOINT_KEY = "seqtasks"
 
 @dataclass
 class Parse:
-    """One output of `ParsingTask.parse`."""
+    """One parse: its tree, the bracket sequence the decoder wrote, its score, and the edits
+    that made that sequence well formed (0 when it already was). `alternatives` holds the rest
+    of an n-best list, best first."""
 
     tree: Tree
-    tokens: list[str]  # the bracket sequence the decoder wrote
+    tokens: list[str]
     score: float
-    repairs: int  # edits that made `tokens` well formed (0 when it already was)
+    repairs: int
+    alternatives: list[Parse] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The tree on one line, as the treebank writes it."""
+        return to_line(self.tree)
 
 
 class ParsingTask(EncoderDecoderTask):
@@ -170,11 +178,12 @@ class ParsingTask(EncoderDecoderTask):
         max_tokens: int = 2000,
         max_rows: int = 40000,
         workers: int | None = None,
+        n_best: int = 1,
     ) -> list[Parse]:
         """Parse tokenised sentences in length-sorted batches of at most `max_tokens` padded
         words and `max_rows` search rows (words × beam); one `Parse` per sentence, in input
-        order. With `tags` (e.g. gold tags) the preterminals carry them; an empty sentence gives
-        `(TOP )`.
+        order, with `n_best` − 1 `alternatives`. With `tags` (e.g. gold tags) the preterminals
+        carry them; an empty sentence gives `(TOP )`.
 
         On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
         each on one core (`run_batches`). The defaults measured fastest on a 2-core CPU, greedy
@@ -194,8 +203,11 @@ class ParsingTask(EncoderDecoderTask):
             rows = [todo[j] for j in chunk]
             src = pad([self.vocabulary.source.encode_words(sentences[i]) + [EOS_ID] for i in rows])
             src = src.to(self.device)
-            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size)):
-                results[i] = self.read_output(nbest[0], sentences[i], tags and tags[i])
+            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size, n_best)):
+                best, *others = [
+                    self.read_output(h, sentences[i], tags and tags[i]) for h in nbest
+                ]
+                results[i] = replace(best, alternatives=others)
 
         run_batches(parse_batch, batches, workers, self.device.type)
         return results

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,12 +27,15 @@ CHECKPOINT_KEY = "seqtasks"
 
 @dataclass
 class Translation:
-    """One output of `TranslationTask.translate`."""
+    """One translation: its text, its subword pieces, its score (the log-probability, divided
+    by the length penalty in beam search), and the attention behind each piece when asked for.
+    `alternatives` holds the rest of an n-best list, best first."""
 
     text: str
     tokens: list[str]  # subword pieces, for plots
     score: float
-    attention: Tensor | None  # (len(tokens), source pieces + EOS)
+    attention: Tensor | None = field(default=None, repr=False)  # (len(tokens), source + EOS)
+    alternatives: list[Translation] = field(default_factory=list)
 
 
 class TranslationTask(EncoderDecoderTask):

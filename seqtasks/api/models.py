@@ -1,0 +1,206 @@
+"""What `seqtasks.load` returns: a trained model for one task, called from Python.
+
+    model = seqtasks.load("best.ckpt")
+    model.translate(["Ein Hund rennt."], beam=5)     # Translator
+    model.parse(["Pierre Vinken will join the board."])  # Parser
+    model.caption(["photo.jpg"])                      # Captioner
+
+Each takes any number of inputs and batches them itself (length-sorted batches of a token
+budget, or of a number of images), and returns one typed result per input, in input order:
+`Translation`, `Parse` or `Caption`, each with its text, tokens, score, attention when asked
+for, and the rest of its n-best list in `alternatives`. The apps are thin callers of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from seqtasks.data.captions import ImageSource, load_image
+from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
+from seqtasks.tasks.captioning import Caption
+from seqtasks.tasks.parsing import Parse
+from seqtasks.tasks.translation import Translation
+
+__all__ = ["Caption", "Captioner", "Model", "Parse", "Parser", "Translation", "Translator"]
+
+
+def _check(beam: int, n_best: int) -> None:
+    if beam < 1 or n_best < 1:
+        raise ValueError(f"beam and n_best must be positive, got beam={beam}, n_best={n_best}")
+    if n_best > beam:
+        raise ValueError(f"n_best={n_best} cannot exceed beam={beam}")
+
+
+def _inputs(items: Sequence, what: str) -> list:
+    """`items` as a list, refusing a lone string (a sequence of characters, not of inputs)."""
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"pass a list of {what}, not a single string: [{items[:30]!r}]")
+    return list(items)
+
+
+class Model:
+    """A trained task in eval mode (`task`, a LightningModule), loaded from `checkpoints`
+    (several: an ensemble)."""
+
+    def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[Path]):
+        self.task = task
+        self.checkpoints = list(checkpoints)
+
+    @property
+    def device(self) -> torch.device:
+        return self.task.device
+
+    def to(self, device: str | torch.device) -> Model:
+        """Move the model to `device`; returns itself."""
+        self.task.to(device)
+        return self
+
+    @property
+    def gives_attention(self) -> bool:
+        """Whether results can carry attention weights (the decoder has attention)."""
+        return self.task.decoder.gives_attention
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(path) for path in self.checkpoints)
+        return f"{type(self).__name__}({names}, device={self.device})"
+
+
+class Translator(Model):
+    """A translation model and its sentencepiece models."""
+
+    task: TranslationTask
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam: int = 5,
+        n_best: int = 1,
+        attention: bool = False,
+        max_length: int = 250,
+        max_tokens: int = 2000,
+    ) -> list[Translation]:
+        """One `Translation` per sentence (raw text), in order; an empty sentence gives an
+        empty translation, a source over `max_length` subwords is cut (with a warning).
+        Batches hold about `max_tokens` source subwords. `attention` keeps each translation's
+        attention matrix (its pieces × the source's, `source_pieces`)."""
+        _check(beam, n_best)
+        sentences = _inputs(sentences, "sentences")
+        if attention:
+            self._require_attention()
+        results = self.task.translate(
+            sentences,
+            beam_size=beam,
+            n_best=n_best,
+            max_tokens=max_tokens,
+            max_length=max_length,
+            return_attention=attention,
+        )
+        return [replace(nbest[0], alternatives=list(nbest[1:])) for nbest in results]
+
+    def source_pieces(self, sentence: str, max_length: int = 250) -> list[str]:
+        """The subwords the model reads for `sentence`, plus EOS: the columns of its attention."""
+        return self.task.source_pieces(sentence, max_length)
+
+    def _require_attention(self) -> None:
+        if not self.gives_attention:
+            name = type(self.task.decoder).__name__
+            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
+
+
+class Parser(Model):
+    """A parser and its vocabularies: sentences in, constituency trees out."""
+
+    task: ParsingTask
+
+    def __init__(self, task: ParsingTask, checkpoints: Sequence[Path]):
+        super().__init__(task, checkpoints)
+        self._ptb = PTBTokenizer(task.vocabulary.words)
+
+    def parse(
+        self,
+        sentences: Sequence[str | Sequence[str]],
+        beam: int = 10,
+        n_best: int = 1,
+        tags: Sequence[Sequence[str]] | None = None,
+        max_tokens: int = 2000,
+    ) -> list[Parse]:
+        """One `Parse` per sentence, in order. A sentence is a string, split into PTB tokens
+        (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
+        are. With `tags` the preterminals carry them instead of what the model writes. An
+        empty sentence gives the empty tree `(TOP )`."""
+        _check(beam, n_best)
+        words = [self.tokens(sentence) for sentence in _inputs(sentences, "sentences")]
+        if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
+            raise ValueError("tags must give one tag per token of every sentence")
+        return self.task.parse(
+            words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best
+        )
+
+    def tokens(self, sentence: str | Sequence[str]) -> list[str]:
+        """The PTB tokens the parser reads for `sentence`."""
+        if isinstance(sentence, str):
+            return self._ptb.tokenize(sentence)
+        return escape_brackets(sentence)
+
+
+class Captioner(Model):
+    """A captioning model, its word vocabulary and the image size it was trained on."""
+
+    task: CaptioningTask
+
+    @property
+    def image_size(self) -> int:
+        return self.task.image_size
+
+    def caption(
+        self,
+        images: Sequence[ImageSource] | Tensor,
+        beam: int = 3,
+        n_best: int = 1,
+        attention: bool = False,
+        batch_size: int = 16,
+    ) -> list[Caption]:
+        """One `Caption` per image, in order. An image is a file path, the bytes of an encoded
+        image (an upload), a PIL image, or a row of a (B, 3, S, S) tensor of RGB in [0, 1] at
+        S = `image_size`. `attention` keeps each word's attention over the image grid.
+
+        Raises:
+            OSError: naming the first image that cannot be read (`read` it first to caption
+                the readable ones of a mixed list).
+        """
+        _check(beam, n_best)
+        if attention and not self.gives_attention:
+            name = type(self.task.decoder).__name__
+            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
+        if not isinstance(images, Tensor):
+            images = self.read(_inputs(images, "images"))
+        captions: list[Caption] = []
+        for first in range(0, len(images), batch_size):
+            batch = images[first : first + batch_size]
+            captions += self.task.caption(batch, beam, return_attention=attention, n_best=n_best)
+        return captions
+
+    def read(self, images: Sequence[ImageSource]) -> Tensor:
+        """(B, 3, S, S) the images' pixels at the model's size.
+
+        Raises:
+            OSError: naming the first image that cannot be read (by its path or position).
+        """
+        if not images:
+            return torch.empty(0, 3, self.image_size, self.image_size)
+        return torch.stack(
+            [load_image(image, self.image_size, _name(image, i)) for i, image in enumerate(images)]
+        )
+
+
+def _name(image: ImageSource, position: int) -> str:
+    """How an error names an image: its path, or its position in the list."""
+    if isinstance(image, (str, Path)):
+        return str(image)
+    return f"#{position}" + (f" ({len(image)} bytes)" if isinstance(image, bytes) else "")

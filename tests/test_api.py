@@ -1,0 +1,228 @@
+"""`seqtasks.load` and the models it returns, and ensembles (`seqtasks.search.ensemble`), on
+tiny untrained checkpoints written the way the CLI writes them."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+from conftest import save_checkpoint
+from PIL import Image
+from test_bad_input import CONV, LUONG, RNN, SOFT, sample_trees
+
+import seqtasks
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seqtasks.data.words import WordTokenizer
+from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.parsing.vocabulary import ParsingVocabulary
+from seqtasks.search.ensemble import EnsembleDecoder, EnsembleMemory
+from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+
+TRANSFORMER = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 32}
+SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "Eine Frau."]
+
+
+def translation(path, tokenizers, encoder=RNN, decoder=LUONG, seed=0):
+    torch.manual_seed(seed)
+    src, tgt = tokenizers
+    hparams = {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": encoder}
+    hparams |= {"decoder": decoder, "src_vocab_size": src.vocab_size}
+    hparams |= {"tgt_vocab_size": tgt.vocab_size}
+    return save_checkpoint(TranslationTask, hparams, lambda m: m.set_tokenizers(src, tgt), path)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(toy_tokenizers, tmp_path_factory):
+    """Three translators (two RNN, one Transformer: an ensemble may mix architectures), a
+    parser, a captioner, and a translator with other tokenisers."""
+    folder = tmp_path_factory.mktemp("api")
+    transformer = {
+        "encoder": {"class_path": "seqtasks.encoders.TransformerEncoder", "init_args": TRANSFORMER},
+        "decoder": {"class_path": "seqtasks.decoders.TransformerDecoder", "init_args": TRANSFORMER},
+    }
+    vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
+    words = WordTokenizer(["a", "dog", "runs", "red", "circle"])
+    torch.manual_seed(0)
+    return {
+        "rnn": translation(folder / "rnn.ckpt", toy_tokenizers),
+        "rnn2": translation(folder / "rnn2.ckpt", toy_tokenizers, seed=1),
+        "transformer": translation(folder / "t.ckpt", toy_tokenizers, **transformer, seed=2),
+        "other": translation(folder / "other.ckpt", toy_tokenizers[::-1]),
+        "parsing": save_checkpoint(
+            ParsingTask,
+            {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
+            | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
+            lambda model: model.set_vocabulary(vocabulary),
+            folder / "parsing.ckpt",
+        ),
+        "captioning": save_checkpoint(
+            CaptioningTask,
+            {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV, "decoder": SOFT}
+            | {"tgt_vocab_size": words.vocab_size, "max_caption_length": 4},
+            lambda model: model.set_preprocessing(words, 32),
+            folder / "captioning.ckpt",
+        ),
+    }
+
+
+# ---- one model ----------------------------------------------------------------------------------
+def test_load_gives_the_model_of_the_checkpoints_task(checkpoints):
+    assert isinstance(seqtasks.load(checkpoints["rnn"], device="cpu"), seqtasks.Translator)
+    assert isinstance(seqtasks.load(checkpoints["parsing"]), seqtasks.Parser)
+    assert isinstance(seqtasks.load(str(checkpoints["captioning"])), seqtasks.Captioner)
+    model = seqtasks.load(checkpoints["rnn"])
+    assert not model.task.training and model.device == torch.device("cpu")
+
+
+def test_translate_equals_the_tasks_search_with_n_best_alternatives(checkpoints):
+    """Each result is the task's best hypothesis; `alternatives` are its next best, in order."""
+    model = seqtasks.load(checkpoints["rnn"])
+    results = model.translate(SENTENCES, beam=4, n_best=3)
+    expected = model.task.translate(SENTENCES, beam_size=4, n_best=3)
+    assert len(results) == len(SENTENCES) and results[1].text == ""
+    for result, nbest in zip(results, expected):
+        got = [result, *result.alternatives]
+        assert [(t.text, t.score) for t in got] == [(t.text, t.score) for t in nbest]
+    assert all(len(r.alternatives) == 2 for i, r in enumerate(results) if i != 1)
+    scores = [t.score for t in [results[0], *results[0].alternatives]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_translate_attention_has_a_row_per_piece_and_a_column_per_source_piece(checkpoints):
+    model = seqtasks.load(checkpoints["rnn"])
+    (result,) = model.translate(["Ein Hund rennt."], beam=2, attention=True)
+    rows, columns = result.attention.shape
+    assert rows == len(result.tokens) and columns == len(model.source_pieces("Ein Hund rennt."))
+    assert torch.allclose(result.attention.sum(dim=1), torch.ones(rows), atol=1e-5)
+
+
+def test_bad_arguments_are_refused_by_name(checkpoints):
+    model = seqtasks.load(checkpoints["rnn"])
+    with pytest.raises(TypeError, match="not a single string"):
+        model.translate("Ein Hund rennt.")
+    with pytest.raises(ValueError, match="n_best=3 cannot exceed beam=2"):
+        model.translate(["Ein Hund."], beam=2, n_best=3)
+    with pytest.raises(CheckpointError, match="is a parsing checkpoint, not a translation one"):
+        seqtasks.load(checkpoints["parsing"], task="translation")
+
+
+def test_load_of_a_damaged_or_foreign_file_says_what_is_wrong(checkpoints, tmp_path):
+    """The messages of docs/bad_input.md, through `seqtasks.load`."""
+    empty = tmp_path / "empty.ckpt"
+    empty.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty.ckpt .*the file is empty"):
+        seqtasks.load(empty)
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(checkpoints["rnn"].read_bytes()[:5000])
+    with pytest.raises(CheckpointError, match="cut.ckpt .*without its table of contents"):
+        seqtasks.load(cut)
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"weights": torch.ones(2)}, foreign)
+    with pytest.raises(CheckpointError, match="foreign.ckpt is not a Lightning checkpoint"):
+        seqtasks.load(foreign)
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        seqtasks.load(tmp_path / "missing.ckpt")
+
+
+def test_parse_takes_text_or_tokens_and_gives_trees_over_them(checkpoints):
+    model = seqtasks.load(checkpoints["parsing"])
+    text, tokens = "He said (quietly) no.", ["He", "said", "-LRB-", "quietly", "-RRB-", "no", "."]
+    assert model.tokens(text) == tokens
+    by_text, by_tokens, empty = model.parse([text, ["He", "said", "(quietly)", "no", "."], []])
+    assert by_text.tree.leaves() == tokens and by_text.text.startswith("(TOP")
+    assert by_tokens.tree.leaves() == ["He", "said", "-LRB-quietly-RRB-", "no", "."]
+    assert empty.text == "(TOP )"
+    (best,) = model.parse([text], beam=3, n_best=2)
+    assert len(best.alternatives) == 1 and best.alternatives[0].tree.leaves() == tokens
+
+
+def test_caption_reads_paths_bytes_images_and_tensors_alike(checkpoints, tmp_path):
+    model = seqtasks.load(checkpoints["captioning"])
+    picture = Image.effect_noise((40, 30), 60).convert("RGB")
+    path = tmp_path / "noise.png"
+    picture.save(path)
+    encoded = path.read_bytes()
+    results = model.caption([path, str(path), encoded, picture], beam=2)
+    tensor = model.caption(model.read([path]), beam=2)
+    assert len({(r.text, round(r.score, 5)) for r in results + tensor}) == 1
+    assert picture.size == (40, 30)  # the caller's image is not closed or changed
+    with pytest.raises(OSError, match=r"cannot read image #1 \(9 bytes\)"):
+        model.caption([path, b"not a png"])
+
+
+# ---- ensembles ---------------------------------------------------------------------------------
+def test_ensemble_step_is_the_normalised_geometric_mean_of_the_members(checkpoints):
+    """log p(y) = log_softmax((1/N) Σ log p_n(y)), checked against Π p_n^(1/N) / Z worked out
+    with probabilities."""
+    model = seqtasks.load([checkpoints["rnn"], checkpoints["transformer"]])
+    task = model.task
+    src = torch.tensor([[5, 9, 12, EOS_ID], [7, 8, EOS_ID, PAD_ID]])
+    memory = task.encoder(src, src != PAD_ID)
+    assert isinstance(memory, EnsembleMemory) and len(memory.members) == 2
+    logits, state, _ = task.decoder.step(torch.full((2,), BOS_ID), task.decoder.start(memory))
+    probs = [
+        member.step(torch.full((2,), BOS_ID), member.start(own))[0].double().softmax(-1)
+        for member, own in zip(task.decoder.members, memory.members)
+    ]
+    geometric = (probs[0] * probs[1]).sqrt()
+    expected = geometric / geometric.sum(-1, keepdim=True)
+    assert torch.allclose(logits.double().log_softmax(-1).exp(), expected, atol=1e-6)
+
+
+def test_ensemble_greedy_output_is_argmax_of_the_members_teacher_forced_mean(checkpoints):
+    """The ensemble's greedy translation, token by token, is the argmax of the mean of the
+    members' teacher-forced log-probabilities (their `forward`, not the search's steps), and its
+    score is the sum of the chosen tokens' renormalised log-probabilities."""
+    paths = [checkpoints["rnn"], checkpoints["rnn2"], checkpoints["transformer"]]
+    ensemble = seqtasks.load(paths)
+    members = [seqtasks.load(path).task for path in paths]
+    for sentence in SENTENCES[0], SENTENCES[2]:
+        src = torch.tensor([members[0].src_tokenizer.encode(sentence) + [EOS_ID]])
+        ((best,),) = ensemble.task.decode(src, src != PAD_ID, 1)
+        (result,) = ensemble.translate([sentence], beam=1)
+        assert result.text == members[0].tgt_tokenizer.decode(best.tokens)
+        tgt_in = torch.tensor([[BOS_ID, *best.tokens]])
+        log_probs = [
+            m.decoder(m.encoder(src, src != PAD_ID), tgt_in).logits[0].log_softmax(-1)
+            for m in members
+        ]
+        mean = torch.stack(log_probs).mean(0).log_softmax(-1)
+        targets = [*best.tokens, EOS_ID] if best.finished else best.tokens  # or cut at its limit
+        chosen = mean[torch.arange(len(targets)), torch.tensor(targets)]
+        assert torch.all(chosen >= mean.max(-1).values[: len(targets)] - 1e-4)
+        assert result.score == pytest.approx(float(chosen.sum()), abs=1e-3)
+
+
+def test_an_ensemble_of_one_model_twice_is_that_model(checkpoints):
+    alone = seqtasks.load(checkpoints["transformer"]).translate(SENTENCES, beam=3, n_best=2)
+    twice = seqtasks.load([checkpoints["transformer"]] * 2).translate(SENTENCES, beam=3, n_best=2)
+    for a, b in zip(alone, twice):
+        assert [t.text for t in [a, *a.alternatives]] == [t.text for t in [b, *b.alternatives]]
+        assert a.score == pytest.approx(b.score, abs=1e-4)
+
+
+def test_ensemble_members_must_share_task_and_vocabularies(checkpoints):
+    with pytest.raises(CheckpointError, match="other.ckpt with .*rnn.ckpt: their src_tokenizer"):
+        seqtasks.load([checkpoints["rnn"], checkpoints["other"]])
+    with pytest.raises(CheckpointError, match="it is a parsing checkpoint, not a translation one"):
+        seqtasks.load([checkpoints["rnn"], checkpoints["parsing"]])
+    task = seqtasks.load(checkpoints["rnn"]).task
+    src = torch.tensor([[5, EOS_ID]])
+    with pytest.raises(TypeError, match="EnsembleMemory"):
+        EnsembleDecoder([task.decoder]).start(task.encoder(src, src != PAD_ID))
+
+
+def test_ensembles_parse_and_caption_too(checkpoints):
+    parser = seqtasks.load([checkpoints["parsing"]] * 2)
+    (tree,) = parser.parse(["A dog runs ."], beam=2)
+    assert tree.tree.leaves() == ["A", "dog", "runs", "."]
+    captioner = seqtasks.load([checkpoints["captioning"]] * 2)
+    image = Image.new("RGB", (32, 32), "red")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    (alone,) = seqtasks.load(checkpoints["captioning"]).caption([image], beam=2, attention=True)
+    (both,) = captioner.caption([buffer.getvalue()], beam=2, attention=True)
+    assert both.text == alone.text and math.isclose(both.score, alone.score, abs_tol=1e-4)
+    assert torch.allclose(both.attention, alone.attention, atol=1e-5)
