@@ -4,6 +4,7 @@ tiny untrained checkpoints written the way the CLI writes them."""
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import pytest
@@ -226,3 +227,25 @@ def test_ensembles_parse_and_caption_too(checkpoints):
     (both,) = captioner.caption([buffer.getvalue()], beam=2, attention=True)
     assert both.text == alone.text and math.isclose(both.score, alone.score, abs_tol=1e-4)
     assert torch.allclose(both.attention, alone.attention, atol=1e-5)
+
+
+def test_the_apps_decode_an_ensemble_as_the_api_does(checkpoints, tmp_path, capsys, monkeypatch):
+    """`apps/translate.py --checkpoint A B` prints the API's ensemble translations, and
+    `apps/evaluate.py … --ensemble` scores them as one model."""
+    from conftest import load_script
+
+    pair = [str(checkpoints["rnn"]), str(checkpoints["transformer"])]
+    expected = [t.text for t in seqtasks.load(pair).translate(SENTENCES, beam=3)]
+    alone = [t.text for t in seqtasks.load(pair[0]).translate(SENTENCES, beam=3)]
+    assert expected != alone  # so that an app reading only the first checkpoint would fail
+    source, reference = tmp_path / "src.de", tmp_path / "ref.en"
+    source.write_text("".join(f"{s}\n" for s in SENTENCES), encoding="utf-8")
+    reference.write_text("".join(f"{t}\n" for t in expected), encoding="utf-8")
+    translate = load_script("apps/translate.py")
+    assert translate.main(["--checkpoint", *pair, "--beam", "3", "--input", str(source)]) == 0
+    assert capsys.readouterr().out == "".join(f"{t}\n" for t in expected)
+    evaluate = load_script("apps/evaluate.py")
+    options = ["--src", str(source), "--ref", str(reference), "--beam", "3", "--json"]
+    assert evaluate.main(["translation", "--checkpoint", *pair, "--ensemble", *options]) == 0
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert len(report["models"]) == 1 and report["bleu"] == pytest.approx(100.0)
