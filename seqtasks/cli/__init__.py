@@ -7,7 +7,12 @@ and two commands for a trained checkpoint:
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+# Imported here, before `main` below is defined: importing the submodule later would rebind
+# the package's `main` to it.
+from seqtasks.cli.main import main as lightning_main
 
 COMMANDS = {"serve": "seqtasks.serving", "export": "seqtasks.export"}
 
@@ -16,12 +21,8 @@ def main(args: list[str] | None = None) -> None:
     """Run `seqtasks serve|export …` (exiting with its status), or Lightning's CLI."""
     argv = sys.argv[1:] if args is None else list(args)
     if argv and argv[0] in COMMANDS:
-        import importlib
-
         command = importlib.import_module(COMMANDS[argv[0]])
         sys.exit(command.main(argv[1:]))
-    from seqtasks.cli.main import main as lightning_main
-
     lightning_main(argv)
 
 

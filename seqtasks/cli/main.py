@@ -7,6 +7,9 @@
 The task, encoder and decoder are chosen by `class_path` in YAML; vocabulary sizes flow from
 the DataModule into the model, so they are never typed twice. Checkpoints are written
 atomically (`checkpoints.AtomicCheckpointIO`) unless the config names its own CheckpointIO.
+A config that names no logger gets `metrics.csv` and TensorBoard event files in one
+`lightning_logs/version_N` folder (`training.loggers`); one that names no progress bar gets
+plain lines (`training.progress.LineProgress`) when stderr is not a terminal.
 
 Errors a person can act on: a config error starts with one line naming the key and what is wrong
 with it (jsonargparse's account follows), and a `--ckpt_path` that is damaged, or of another
@@ -23,13 +26,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
 from seqtasks.io.checkpoint_files import CheckpointError, require_task
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
+from seqtasks.training.loggers import default_loggers
+from seqtasks.training.progress import LineProgress
 
 TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
 
@@ -127,12 +132,28 @@ class SeqtasksCLI(LightningCLI):
             _exit_with(str(cause))
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The trainer the config says, with what it leaves unsaid filled in: atomic checkpoint
+        writes, CSV and TensorBoard loggers, and line progress on a non-terminal stderr."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
-        plugins = config["trainer"].get("plugins") or []
-        plugins = list(plugins) if isinstance(plugins, list) else [plugins]
+        trainer = config["trainer"]
+        plugins = _as_list(trainer.get("plugins"))
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             plugins.append(AtomicCheckpointIO())
-        return super().instantiate_trainer(plugins=plugins, **kwargs)
+        kwargs = {"plugins": plugins, **kwargs}
+        if trainer.get("barebones"):  # no loggers, no progress bar: leave it as it is
+            return super().instantiate_trainer(**kwargs)
+        if trainer.get("logger") is None or trainer.get("logger") is True:
+            root = trainer.get("default_root_dir") or os.getcwd()
+            kwargs.setdefault("logger", default_loggers(root))
+        callbacks = _as_list(trainer.get("callbacks"))
+        defaults = _as_list(self.trainer_defaults.get("callbacks"))
+        if (
+            trainer.get("enable_progress_bar") is not False
+            and not any(isinstance(c, ProgressBar) for c in callbacks + defaults)
+            and not _is_terminal(sys.stderr)
+        ):
+            kwargs.setdefault("callbacks", [*callbacks, LineProgress()])
+        return super().instantiate_trainer(**kwargs)
 
     def _parse_ckpt_path(self) -> None:
         """Check a `--ckpt_path` file before LightningCLI reads the model's hyperparameters
@@ -200,6 +221,20 @@ class SeqtasksCLI(LightningCLI):
         if found:
             for callback in callbacks:
                 callback.dirpath = max(found)[1]
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A trainer argument that takes one object or a list of them (callbacks, plugins), as a
+    new list."""
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
+
+
+def _is_terminal(stream: Any) -> bool:
+    """Whether `stream` is a terminal, where a redrawn progress bar belongs."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # None (pythonw), or closed
+        return False
 
 
 def _model_task(model: Any) -> str | None:

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor  # noqa: E402
 
@@ -46,6 +47,13 @@ def plot_attention(
     if title:
         axes.set_title(title, fontsize=9)
     return _save(figure, path)
+
+
+def png_pixels(path: str | Path) -> np.ndarray:
+    """A PNG these functions wrote, as (H, W, 3) uint8 RGB: what TensorBoard's `add_image`
+    shows (read back, not drawn twice, so it is the file's picture)."""
+    pixels = plt.imread(path)  # (H, W, 3 or 4) floats in [0, 1] for a PNG
+    return (pixels[..., :3] * 255).round().astype(np.uint8)
 
 
 def plot_bleu_by_length(

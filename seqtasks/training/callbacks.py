@@ -6,15 +6,17 @@ from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from seqtasks.io.files import write_atomic
-from seqtasks.io.plots import plot_attention
+from seqtasks.io.plots import plot_attention, png_pixels
 
 
 class AttentionPlots(L.Callback):
     """After each validation, plot the attention of the first `num_examples` validation
-    sentences to `<log dir>/attention/example<i>.png` (greedy decoding).
+    sentences to `<log dir>/attention/example<i>.png` (greedy decoding), and show each to every
+    TensorBoard logger as the image `attention/example<i>` at the global step.
 
     Args:
         num_examples: how many validation sentences to draw.
@@ -22,6 +24,7 @@ class AttentionPlots(L.Callback):
 
     def __init__(self, num_examples: int = 2):
         self.num_examples = num_examples
+        self.folder: Path | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if not hasattr(pl_module, "translate"):
@@ -34,6 +37,8 @@ class AttentionPlots(L.Callback):
                 f"AttentionPlots draws attention weights, but {type(pl_module.decoder).__name__} "
                 "has no attention: remove the callback or choose a decoder with attention"
             )
+        # Here, where every process asks: `log_dir` is a collective call under DDP.
+        self.folder = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
 
     @rank_zero_only
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -42,22 +47,32 @@ class AttentionPlots(L.Callback):
         examples = trainer.datamodule.datasets["validate"].examples[: self.num_examples]
         sentences = [e.src_text for e in examples]
         results = pl_module.translate(sentences, beam_size=1, return_attention=True)
-        folder = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
+        boards = [logger for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)]
         for i, (sentence, nbest) in enumerate(zip(sentences, results)):
             best = nbest[0]
             if best.attention is None:  # an empty translation
                 continue
-            plot_attention(
+            path = plot_attention(
                 best.attention,
                 pl_module.source_pieces(sentence),
                 best.tokens,
-                folder / f"example{i}.png",
+                self.folder / f"example{i}.png",
                 title=f"epoch {trainer.current_epoch}: {sentence} → {best.text}",
             )
+            if boards:
+                pixels = png_pixels(path)  # (H, W, 3): the PNG's very pixels
+                for board in boards:
+                    board.experiment.add_image(
+                        f"attention/example{i}", pixels, trainer.global_step, dataformats="HWC"
+                    )
 
 
 class FitSummary(L.Callback):
     """At the end of `fit`, print the best validation score, its checkpoint and the plots."""
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Here, where every process asks: `log_dir` is a collective call under DDP.
+        self.plots = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
 
     @rank_zero_only
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -70,9 +85,8 @@ class FitSummary(L.Callback):
         for name, value in sorted(trainer.callback_metrics.items()):
             if name.startswith("val/"):
                 lines.append(f"last {name} = {float(value):.2f}")
-        plots = Path(trainer.log_dir or trainer.default_root_dir) / "attention"
-        if plots.is_dir():
-            lines.append(f"attention plots: {plots}")
+        if self.plots.is_dir():
+            lines.append(f"attention plots: {self.plots}")
         print("\n".join(["", "== seqtasks fit summary ==", *lines]))
 
 
