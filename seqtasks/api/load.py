@@ -43,15 +43,36 @@ def load(
     paths = (
         [Path(checkpoint)] if isinstance(checkpoint, (str, Path)) else list(map(Path, checkpoint))
     )
+    found = members_task(paths)
+    if task is not None and found != task:
+        raise CheckpointError(f"{paths[0]} is a {found} checkpoint, not a {task} one")
+    task = found
+    task_class, model_class = MODELS[task]
+    device = resolve_device(device)
+    members = [load_task(path, task_class, task, device) for path in paths]
+    first = members[0]
+    if len(members) > 1:
+        first.attach(
+            EnsembleEncoder([m.encoder for m in members]),
+            EnsembleDecoder([m.decoder for m in members]),
+        )
+    return model_class(first.eval(), paths)
+
+
+def members_task(paths: Sequence[Path]) -> str:
+    """The task of the checkpoints at `paths`, once they are known to decode together: readable
+    seqtasks checkpoints of one task that seqtasks serves, with equal vocabularies. Reads only
+    what the files store beside their weights, without building a model.
+
+    Raises:
+        CheckpointError: naming the file at fault and what is wrong.
+    """
     if not paths:
         raise CheckpointError("no checkpoint to load")
     stored = [read_checkpoint(path)["seqtasks"] for path in paths]
-    found = stored[0]["task"]
-    if task is not None and found != task:
-        raise CheckpointError(f"{paths[0]} is a {found} checkpoint, not a {task} one")
-    if found not in MODELS:
-        raise CheckpointError(f"{paths[0]}: a {found!r} checkpoint, which seqtasks cannot load")
-    task = found
+    task = stored[0]["task"]
+    if task not in MODELS:
+        raise CheckpointError(f"{paths[0]}: a {task!r} checkpoint, which seqtasks cannot load")
     for path, entries in zip(paths[1:], stored[1:]):
         if entries["task"] != task:
             raise CheckpointError(
@@ -66,13 +87,4 @@ def load(
                 f"cannot ensemble {path} with {paths[0]}: their {', '.join(differ)} differ "
                 "(ensemble members must share their vocabularies)"
             )
-    task_class, model_class = MODELS[task]
-    device = resolve_device(device)
-    members = [load_task(path, task_class, task, device) for path in paths]
-    first = members[0]
-    if len(members) > 1:
-        first.attach(
-            EnsembleEncoder([m.encoder for m in members]),
-            EnsembleDecoder([m.decoder for m in members]),
-        )
-    return model_class(first.eval(), paths)
+    return task

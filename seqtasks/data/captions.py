@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import logging
+import re
 import struct
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -79,7 +80,9 @@ def load_image(path: ImageSource, size: int, name: str | None = None) -> Tensor:
         EOFError,
         Image.DecompressionBombError,
     ) as error:
-        raise OSError(f"cannot read image {name}: {error}") from None
+        # Pillow names an in-memory file by its repr (<_io.BytesIO object at 0x…>): not useful.
+        reason = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-f]+>", "", str(error))
+        raise OSError(f"cannot read image {name}: {reason}") from None
     pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
     return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
 

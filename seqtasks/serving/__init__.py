@@ -1,0 +1,32 @@
+"""`seqtasks serve`: trained checkpoints behind HTTP endpoints, on LitServe, with dynamic
+batching (requests that arrive together share one model call).
+
+    seqtasks serve translation.ckpt parser.ckpt --port 8000
+    curl localhost:8000/translate -H 'Content-Type: application/json' \
+        -d '{"sentences": ["Ein Hund rennt."]}'
+
+Modules: `requests` (the JSON bodies, validated by FastAPI), `uploads` (an image body or form),
+`batching` (one model call per search setting; bad requests answered alone), `endpoints` (the
+three tasks), `server` (the LitServer for a set of checkpoints), `command` (the command line).
+docs/serving.md has the endpoints, the errors and the measured throughput.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`seqtasks serve …`: run the server until interrupted; 2 for bad arguments, checkpoints,
+    or a missing LitServe."""
+    try:
+        import litserve  # noqa: F401
+    except ModuleNotFoundError:
+        print("error: seqtasks serve needs LitServe: pip install litserve", file=sys.stderr)
+        return 2
+    from seqtasks.serving.command import main as serve
+
+    return serve(argv)
+
+
+__all__ = ["main"]

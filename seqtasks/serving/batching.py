@@ -1,0 +1,121 @@
+"""Dynamic batching with answers of their own for bad requests.
+
+LitServe gathers the requests that wait for a worker (up to `max_batch_size`, for at most
+`batch_timeout` seconds) and hands them to `predict` as one batch. Here one model call then
+serves every request of the batch that shares its search settings: their inputs are joined,
+the model batches them by length as it does offline, and each request gets its own slice of
+the results back, in its own order. Requests with different beams (or n-best sizes) are served
+by one call per setting.
+
+A request that fails its checks must not fail the others: LitServe's batched loop answers a
+whole batch with the error when `decode_request`, `predict` or `encode_response` raises, so
+here nothing raises for one request. `decode_request` turns a refused request into a
+`RequestError` value that rides through the batch untouched, and `encode_response` answers it
+alone with its status and message. A model call that fails for a group is retried one request
+at a time, so that only the request that makes the model fail gets a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import litserve as ls
+from fastapi.responses import JSONResponse
+
+log = logging.getLogger(__name__)
+
+
+class RequestError(Exception):
+    """A request answered with an error instead of a result: its HTTP status and message."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(status, detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass
+class Job:
+    """A checked request: its inputs (sentences, or one image's pixels) and search settings."""
+
+    inputs: list[Any]
+    beam: int
+    n_best: int
+
+    @property
+    def settings(self) -> tuple[int, int]:
+        return self.beam, self.n_best
+
+
+class BatchedEndpoint(ls.LitAPI):
+    """A LitServe API that checks each request on its own and serves a batch of them with one
+    model call per search setting. A subclass says how to `check` a request into a `Job`, how
+    to `run` the model on many inputs, and how to `respond` with one request's results; it
+    overrides `decode_request` only to annotate the request type FastAPI validates.
+    """
+
+    def decode_request(self, request: Any) -> Job | RequestError:
+        try:
+            return self.check(request)
+        except RequestError as error:
+            return error
+
+    def batch(self, items: Sequence[Job | RequestError]) -> list[Job | RequestError]:
+        return list(items)
+
+    def predict(self, items: Any) -> Any:
+        """One result list (or RequestError) per item, in order. Unbatched (max_batch_size 1),
+        LitServe passes one item and expects its result alone."""
+        batched = self.max_batch_size > 1
+        items = list(items) if batched else [items]
+        outputs: list[Any] = list(items)  # a RequestError stays in its place
+        groups: dict[tuple[int, int], list[int]] = {}
+        for position, item in enumerate(items):
+            if isinstance(item, Job):
+                groups.setdefault(item.settings, []).append(position)
+        for positions in groups.values():
+            results = self._serve([items[p] for p in positions])
+            for position, result in zip(positions, results, strict=True):
+                outputs[position] = result
+        return outputs if batched else outputs[0]
+
+    def unbatch(self, outputs: list[Any]) -> list[Any]:
+        return list(outputs)
+
+    def encode_response(self, output: Any) -> Any:
+        if isinstance(output, RequestError):
+            return JSONResponse({"detail": output.detail}, status_code=output.status)
+        return self.respond(output)
+
+    def _serve(self, jobs: list[Job]) -> list[list[Any] | RequestError]:
+        """Each job's results from one model call on all their inputs (jobs of one setting)."""
+        beam, n_best = jobs[0].settings
+        try:
+            results = self.run([x for job in jobs for x in job.inputs], beam, n_best)
+        except Exception:
+            if len(jobs) > 1:
+                log.exception("a batch of %d requests failed; serving them one by one", len(jobs))
+                return [self._serve([job])[0] for job in jobs]
+            log.exception("the model failed on a request")
+            return [RequestError(500, "the model failed on this request (see the server log)")]
+        answers, start = [], 0
+        for job in jobs:
+            answers.append(results[start : start + len(job.inputs)])
+            start += len(job.inputs)
+        return answers
+
+    # ---- what a task's endpoint says --------------------------------------------------------
+    def check(self, request: Any) -> Job:
+        """The request as a Job, or raise RequestError saying what is wrong with it."""
+        raise NotImplementedError
+
+    def run(self, inputs: list[Any], beam: int, n_best: int) -> list[Any]:
+        """One result per input, in order, from one call of the model."""
+        raise NotImplementedError
+
+    def respond(self, results: list[Any]) -> dict[str, Any]:
+        """The JSON answer to one request, from its results."""
+        raise NotImplementedError

@@ -1,0 +1,131 @@
+"""`seqtasks serve CKPT [CKPT ...]`: the command line of the server (docs/serving.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from seqtasks.cli.arguments import positive_int
+from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.serving.endpoints import Limits
+from seqtasks.serving.server import ServerSettings, accelerator, build_server, group_by_task, run
+
+HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe accepts
+
+
+def seconds(text: str) -> float:
+    """A number of seconds ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port LitServe accepts (1024–65535)."""
+    value = positive_int(text)
+    if not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 1024 to 65535, got {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    limits = Limits()
+    settings = ServerSettings()
+    p = argparse.ArgumentParser(
+        prog="seqtasks serve",
+        description="Serve checkpoints over HTTP with dynamic batching: POST /translate, /parse "
+        "or /caption by the checkpoints' tasks (several of one task: an ensemble), GET /health.",
+    )
+    p.add_argument("checkpoints", nargs="+", metavar="CKPT", help="checkpoints to serve")
+    p.add_argument("--port", type=port_number, default=8000)
+    p.add_argument("--host", choices=HOSTS, default="127.0.0.1", help="0.0.0.0: every interface")
+    p.add_argument(
+        "--device", default=settings.device, help="auto, cpu, cuda (every GPU), cuda:N or mps"
+    )
+    p.add_argument(
+        "--workers-per-device",
+        type=positive_int,
+        default=settings.workers_per_device,
+        help="worker processes per device and endpoint, each with its own copy of the model "
+        "(on a CPU the cores are shared out among them)",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=positive_int,
+        default=settings.max_batch_size,
+        help="most requests one model call serves",
+    )
+    p.add_argument(
+        "--batch-timeout",
+        type=seconds,
+        default=settings.batch_timeout,
+        help="seconds a batch waits for more requests once its first has come",
+    )
+    p.add_argument(
+        "--max-sentences",
+        type=positive_int,
+        default=limits.max_sentences,
+        help="sentences per request",
+    )
+    p.add_argument(
+        "--max-chars", type=positive_int, default=limits.max_chars, help="characters per sentence"
+    )
+    p.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=limits.max_length,
+        help="source tokens per sentence: subwords (/translate) or words (/parse)",
+    )
+    p.add_argument(
+        "--max-payload-mb",
+        type=positive_int,
+        default=settings.max_payload_mb,
+        help="largest request body (an image upload), in MiB",
+    )
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        default=settings.timeout,
+        help="seconds a request may wait in the queue before it gets 504",
+    )
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server until interrupted; 0 then, 2 for bad arguments or checkpoints."""
+    args = parser().parse_args(argv)
+    if args.batch_timeout >= args.timeout > 0:
+        parser().error("--batch-timeout must be less than --timeout")
+    if args.batch_timeout == 0 and args.max_batch_size > 1:
+        parser().error(
+            "--batch-timeout must be > 0 with --max-batch-size > 1: without one LitServe's "
+            "batching loop polls its queue without pause, a whole core even when idle "
+            "(--max-batch-size 1 serves one request at a time)"
+        )
+    try:
+        accelerator(args.device)
+        groups = group_by_task(args.checkpoints)
+    except (CheckpointError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    settings = ServerSettings(
+        device=args.device,
+        workers_per_device=args.workers_per_device,
+        max_batch_size=args.max_batch_size,
+        batch_timeout=args.batch_timeout,
+        limits=Limits(args.max_sentences, args.max_chars, args.max_length),
+        timeout=args.timeout,
+        max_payload_mb=args.max_payload_mb,
+    )
+    try:
+        server = build_server(groups, settings)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    run(server, args.host, args.port, args.log_level)
+    return 0

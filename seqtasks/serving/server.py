@@ -1,0 +1,150 @@
+"""One LitServer for a set of checkpoints: grouped by task, each task gets its endpoint (several
+checkpoints of one task are an ensemble), and the endpoints of the tasks not loaded answer 404
+with a message saying what the server does serve.
+
+The process model is LitServe's: this process reads the checkpoints' tasks, then starts one
+HTTP process (uvicorn, FastAPI; it validates request bodies) and, for each endpoint, one
+inference worker process per device × `workers_per_device`, each loading its own copy of the
+model and serving the batches of its endpoint's queue. `GET /health` answers 200 once every
+worker has loaded its model.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import litserve as ls
+from fastapi.responses import JSONResponse
+
+from seqtasks.api.load import members_task
+from seqtasks.io.checkpoint_files import checkpoint_task
+from seqtasks.serving.endpoints import ENDPOINTS, Limits, default_threads
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the server batches and where its workers run (`seqtasks serve`'s options)."""
+
+    device: str = "auto"
+    workers_per_device: int = 1
+    max_batch_size: int = 32
+    batch_timeout: float = 0.01
+    limits: Limits = Limits()
+    timeout: float = 30.0
+    max_payload_mb: int = 20
+
+
+def group_by_task(checkpoints: Sequence[str | Path]) -> dict[str, list[str]]:
+    """The checkpoints of each task, in the order given (a task's list is one model or an
+    ensemble), checked here so that no worker fails to load them.
+
+    Raises:
+        CheckpointError: naming a file that is missing, damaged or not a seqtasks checkpoint,
+            or ensemble members that do not share their vocabularies.
+    """
+    groups: dict[str, list[str]] = {}
+    for path in checkpoints:
+        groups.setdefault(checkpoint_task(path), []).append(str(path))
+    for group in groups.values():
+        members_task([Path(path) for path in group])
+    return groups
+
+
+def accelerator(device: str) -> tuple[str, int | list[int] | str]:
+    """LitServe's (accelerator, devices) for a seqtasks device name: "auto", "cpu", "cuda"
+    (every GPU, a worker set on each), "cuda:N" (that GPU) or "mps"."""
+    kind, _, index = device.partition(":")
+    if kind not in ("auto", "cpu", "cuda", "mps") or (index and not index.isdigit()):
+        raise ValueError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
+    if kind == "auto":
+        import torch
+
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    if kind == "cpu":
+        return "cpu", 1
+    return kind, [int(index)] if index else "auto"
+
+
+def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.LitServer:
+    """A LitServer with one endpoint per task of `groups` (unknown tasks refused)."""
+    unknown = sorted(set(groups) - set(ENDPOINTS))
+    if unknown:
+        raise ValueError(f"cannot serve {', '.join(unknown)} checkpoints")
+    kind, devices = accelerator(settings.device)
+    threads = default_threads(settings.workers_per_device) if kind == "cpu" else None
+    with warnings.catch_warnings():  # with --max-batch-size 1, LitServe never batches: fine
+        warnings.filterwarnings("ignore", "The LitServer has both batch and unbatch")
+        apis = [
+            ENDPOINTS[task](
+                paths,
+                settings.limits,
+                threads,
+                max_batch_size=settings.max_batch_size,
+                batch_timeout=settings.batch_timeout,
+            )
+            for task, paths in groups.items()
+        ]
+    server = ls.LitServer(
+        apis,
+        accelerator=kind,
+        devices=devices,
+        workers_per_device=settings.workers_per_device,
+        timeout=settings.timeout,
+        max_payload_size=settings.max_payload_mb * 1024 * 1024,
+        model_metadata={task: [Path(p).name for p in paths] for task, paths in groups.items()},
+    )
+    add_missing_endpoints(server, groups)
+    return server
+
+
+def add_missing_endpoints(server: ls.LitServer, groups: dict[str, list[str]]) -> None:
+    """Routes for the endpoints of the tasks not loaded, answering 404 with what is served."""
+    served = ", ".join(f"POST {ENDPOINTS[task].path}" for task in groups)
+    for task, endpoint in ENDPOINTS.items():
+        if task in groups:
+            continue
+        message = (
+            f"this server has no {task} model, so no {endpoint.path}: it serves {served}. "
+            f"Start it with a {task} checkpoint to have {endpoint.path}."
+        )
+        server.app.add_api_route(
+            endpoint.path, _not_found(message), methods=["POST"], include_in_schema=False
+        )
+
+
+def _not_found(message: str):
+    """An endpoint that answers every request with 404 and `message`."""
+
+    async def not_found() -> JSONResponse:
+        return JSONResponse({"detail": message}, status_code=404)
+
+    return not_found
+
+
+def run(server: ls.LitServer, host: str, port: int, log_level: str = "info") -> None:
+    """Serve until interrupted. SIGTERM (and SIGINT, which a shell ignores for background
+    jobs) ends it the way Ctrl+C does, stopping the HTTP and worker processes too; the
+    processes forked from this one inherit the handler and keep the default behaviour."""
+    main_process = os.getpid()
+
+    def interrupt(signum: int, frame: object) -> None:
+        if os.getpid() != main_process:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+            return
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    server.run(
+        host=host,
+        port=port,
+        num_api_servers=1,
+        log_level=log_level,
+        generate_client_file=False,
+    )

@@ -1,0 +1,571 @@
+"""`seqtasks serve` (seqtasks.serving): the batching logic on its own, then a real server in
+subprocesses on tiny checkpoints, spoken to over HTTP with urllib.
+
+One server runs for the module, with a translation ensemble (the same checkpoint twice), a
+parser and a captioner; its answers must equal what `seqtasks.load(...)` gives for the same
+inputs, under concurrency and beside bad requests, which get a 4xx of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import load_script, subprocess_env
+
+import seqtasks
+from seqtasks.serving import main
+from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
+from seqtasks.serving.server import ServerSettings, build_server
+from seqtasks.serving.uploads import UploadError, read_upload
+
+LIMITS = ["--max-sentences", "8", "--max-chars", "200", "--max-length", "30"]
+SENTENCES = [
+    "Ein Hund rennt durch den Schnee.",
+    "Zwei Männer spielen Fußball.",
+    "Eine Frau liest ein Buch im Park.",
+    "",
+    "Kinder spielen am Strand.",
+    "Ein Mann fährt Fahrrad.",
+]
+
+
+# ---- batching, without a server -------------------------------------------------------------
+class Doubler(BatchedEndpoint):
+    """An endpoint whose model doubles numbers (and fails on 13), recording its calls."""
+
+    def __init__(self):
+        super().__init__(max_batch_size=8)
+        self.calls: list[tuple[list[int], int, int]] = []
+
+    def check(self, request: dict) -> Job:
+        if request.get("bad"):
+            raise RequestError(413, "too big")
+        return Job(request["x"], request["beam"], 1)
+
+    def run(self, inputs: list[int], beam: int, n_best: int) -> list[int]:
+        self.calls.append((inputs, beam, n_best))
+        if 13 in inputs:
+            raise RuntimeError("unlucky")
+        return [2 * x + 100 * beam for x in inputs]
+
+    def respond(self, results: list[int]) -> dict:
+        return {"y": results}
+
+
+def serve_batch(api: Doubler, requests: list[dict]) -> list:
+    """What LitServe's batched loop does with a batch: decode each, batch, predict, unbatch."""
+    return api.unbatch(api.predict(api.batch([api.decode_request(r) for r in requests])))
+
+
+def test_one_model_call_per_beam_and_each_request_gets_its_own_slice():
+    api = Doubler()
+    requests = [
+        {"x": [1, 2], "beam": 2},
+        {"x": [3], "beam": 5},
+        {"x": [0], "beam": 2, "bad": True},
+        {"x": [4, 5, 6], "beam": 2},
+        {"x": [7], "beam": 5},
+    ]
+    outputs = serve_batch(api, requests)
+    assert sorted(api.calls) == [([1, 2, 4, 5, 6], 2, 1), ([3, 7], 5, 1)]
+    assert outputs[0] == [202, 204] and outputs[1] == [506] and outputs[3] == [208, 210, 212]
+    assert outputs[4] == [514]
+    assert isinstance(outputs[2], RequestError) and outputs[2].status == 413
+    response = api.encode_response(outputs[2])
+    assert response.status_code == 413 and json.loads(response.body) == {"detail": "too big"}
+
+
+def test_a_request_that_makes_the_model_fail_fails_alone():
+    api = Doubler()
+    outputs = serve_batch(
+        api, [{"x": [1], "beam": 1}, {"x": [13], "beam": 1}, {"x": [2], "beam": 1}]
+    )
+    assert outputs[0] == [102] and outputs[2] == [104]
+    assert isinstance(outputs[1], RequestError) and outputs[1].status == 500
+
+
+def test_unbatched_predict_takes_and_returns_one_item():
+    api = Doubler()
+    api.max_batch_size = 1
+    assert api.predict(api.decode_request({"x": [1, 2], "beam": 1})) == [102, 104]
+
+
+def test_uploads_are_raw_images_or_forms():
+    image = bytes(range(256)) * 4 + b"\r\n--"
+    assert read_upload(image).image == image and read_upload(image).fields == {}
+    form = (
+        b'--XyZ\r\nContent-Disposition: form-data; name="beam"\r\n\r\n4\r\n'
+        b'--XyZ\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\n'
+        b"Content-Type: image/png\r\n\r\n" + image + b"\r\n--XyZ--\r\n"
+    )
+    upload = read_upload(form)
+    assert upload.image == image and upload.fields == {"beam": "4"}
+    with pytest.raises(UploadError, match="empty"):
+        read_upload(b"")
+    with pytest.raises(UploadError, match="one image file"):
+        read_upload(b'--XyZ\r\nContent-Disposition: form-data; name="beam"\r\n\r\n4\r\n--XyZ--\r\n')
+
+
+def test_the_endpoints_of_tasks_not_loaded_say_what_is_served():
+    server = build_server({"parsing": ["parser.ckpt"]}, ServerSettings(device="cpu"))
+    routes = {route.path: route for route in server.app.routes}
+    assert "/parse" in routes
+    for path, task in (("/translate", "translation"), ("/caption", "captioning")):
+        response = asyncio.run(routes[path].endpoint())
+        assert response.status_code == 404
+        assert json.loads(response.body)["detail"].startswith(
+            f"this server has no {task} model, so no {path}: it serves POST /parse."
+        )
+
+
+def test_command_line_errors_are_reported_before_anything_starts(tmp_path, capsys):
+    assert main([str(tmp_path / "missing.ckpt")]) == 2
+    assert "error: no such checkpoint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["x.ckpt", "--port", "80"])
+    assert "--port: must be from 1024 to 65535, got 80" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["x.ckpt", "--batch-timeout", "0"])
+    assert "--batch-timeout must be > 0 with --max-batch-size > 1" in capsys.readouterr().err
+
+
+# ---- tiny checkpoints -------------------------------------------------------------------------
+def fit(root: Path, model: dict, data: dict) -> Path:
+    """Train `model` on `data` for 2 steps with `seqtasks fit` in this process; its checkpoint."""
+    from seqtasks.cli.main import main as seqtasks_main
+
+    trainer = {
+        "max_steps": 2,
+        "accelerator": "cpu",
+        "logger": False,
+        "callbacks": [],
+        "enable_checkpointing": True,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "limit_val_batches": 1,
+        "num_sanity_val_steps": 0,
+        "default_root_dir": str(root),
+    }
+    config = {"seed_everything": 0, "trainer": trainer, "model": model, "data": data}
+    root.mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    seqtasks_main(["fit", "--config", str(root / "config.yaml")])
+    return sorted(root.glob("**/*.ckpt"))[-1]
+
+
+def part(name: str, **init_args) -> dict:
+    return {"class_path": name, "init_args": init_args}
+
+
+TRANSFORMER = {"d_model": 16, "num_heads": 2, "ff_dim": 32, "num_layers": 1, "dropout": 0.0}
+RNN = {"embed_dim": 8, "hidden_size": 8, "dropout": 0.0}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(toy_data_dir, ptb_dir, tmp_path_factory, monkeypatch_module) -> dict[str, Path]:
+    """A tiny Transformer translator, BiGRU + Bahdanau parser and shapes captioner."""
+    monkeypatch_module.setattr(sys, "argv", ["seqtasks"])
+    root = tmp_path_factory.mktemp("serve")
+    trees = root / "ptb"
+    trees.mkdir()
+    for split, count in (("train", 40), ("dev", 6)):
+        lines = (ptb_dir / f"{split}.mrg").read_text().splitlines()[:count]
+        (trees / f"{split}.mrg").write_text("\n".join(lines) + "\n")
+    shapes = {f"num_{split}": 4 for split in ("train", "val", "test", "holdout")}
+    return {
+        "images": root / "shapes" / "images",
+        "translation": fit(
+            root / "translation",
+            part(
+                "seqtasks.tasks.TranslationTask",
+                encoder=part("seqtasks.encoders.TransformerEncoder", **TRANSFORMER),
+                decoder=part("seqtasks.decoders.TransformerDecoder", **TRANSFORMER),
+                val_beam=1,
+            ),
+            part("seqtasks.data.TranslationData", data_dir=str(toy_data_dir), max_tokens=400),
+        ),
+        "parsing": fit(
+            root / "parsing",
+            part(
+                "seqtasks.tasks.ParsingTask",
+                encoder=part("seqtasks.encoders.RNNEncoder", **RNN),
+                decoder=part("seqtasks.decoders.BahdanauDecoder", readout_dim=8, **RNN),
+                val_beam=1,
+            ),
+            part("seqtasks.data.ParsingData", data_dir=str(trees), test_split="dev", min_count=1),
+        ),
+        "captioning": fit(
+            root / "captioning",
+            part(
+                "seqtasks.tasks.CaptioningTask",
+                encoder=part("seqtasks.encoders.PatchEncoder", patch=8, channels=[8, 8]),
+                decoder=part("seqtasks.decoders.SoftAttentionDecoder", embed_dim=8, hidden_size=8),
+                val_beam=1,
+                max_caption_length=6,
+            ),
+            part("seqtasks.data.ShapesData", data_dir=str(root / "shapes"), level=1, **shapes),
+        ),
+    }
+
+
+def test_ensemble_members_that_do_not_fit_are_refused_before_anything_starts(
+    checkpoints, tmp_path, capsys
+):
+    """Checked in the command, not in a worker that would fail to load them."""
+    stored = torch.load(checkpoints["translation"], map_location="cpu", weights_only=True)
+    entries = stored["seqtasks"]
+    entries["src_tokenizer"], entries["tgt_tokenizer"] = (
+        entries["tgt_tokenizer"],
+        entries["src_tokenizer"],
+    )
+    torch.save(stored, tmp_path / "swapped.ckpt")
+    assert main([str(checkpoints["translation"]), str(tmp_path / "swapped.ckpt")]) == 2
+    error = capsys.readouterr().err
+    assert "error: cannot ensemble" in error and "src_tokenizer, tgt_tokenizer differ" in error
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+# ---- servers ----------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(url: str, body: object = None, content_type: str | None = "application/json"):
+    """(status, answer) of a POST of `body` (bytes as they are, else as JSON), or of a GET when
+    `body` is None; the answer parsed from JSON when it is JSON, else as text."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    headers = {"Content-Type": content_type} if content_type and data is not None else {}
+    request = urllib.request.Request(url, data=data, headers=headers)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=120) as response:
+            status, text = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read()
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text.decode()
+
+
+class Server:
+    """`python -m seqtasks.serving ARGS` on a free port, its output in `log`."""
+
+    def __init__(self, args: list[str], folder: Path):
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log = folder / "server.log"
+        with open(self.log, "wb") as log:
+            command = [sys.executable, "-m", "seqtasks.serving", *args, "--log-level", "warning"]
+            self.process = subprocess.Popen(
+                [*command, "--port", self.url.rpartition(":")[2]],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+                env=subprocess_env(),
+                start_new_session=True,  # a process group of its own, to check it ends whole
+            )
+
+    def wait_until_healthy(self, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"the server ended: {self.output()}"
+            try:
+                if call(self.url + "/health")[0] == 200:
+                    return
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.25)
+        pytest.fail(f"no healthy server after {timeout} s: {self.output()}")
+
+    def post(self, path: str, body: object, content_type: str | None = "application/json"):
+        return call(self.url + path, body, content_type)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> int:
+        """SIGTERM, as a service manager stops it; its exit status once every process it
+        started has ended too (-9: something had to be killed)."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(60)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:  # its HTTP, worker and manager processes
+                os.killpg(self.process.pid, 0)
+                time.sleep(0.2)
+        except ProcessLookupError:
+            return status
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(self.process.pid, signal.SIGKILL)
+        return -9
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints, tmp_path_factory):
+    """A healthy server of the three tasks (the translator an ensemble of the checkpoint twice)
+    taking bodies up to 1 MiB; stopped with SIGTERM afterwards, which must end it cleanly."""
+    translation = str(checkpoints["translation"])
+    models = [translation, translation, str(checkpoints["parsing"]), str(checkpoints["captioning"])]
+    limits = [*LIMITS, "--batch-timeout", "0.05", "--max-payload-mb", "1"]
+    started = Server([*models, *limits], tmp_path_factory.mktemp("server"))
+    try:
+        started.wait_until_healthy()
+        yield started
+    finally:
+        status = started.stop()
+    assert status == 0, f"SIGTERM ends the server cleanly: {started.output()}"
+
+
+@pytest.fixture(scope="module")
+def translator(checkpoints):
+    translation = checkpoints["translation"]
+    return seqtasks.load([translation, translation], device="cpu")
+
+
+def expected(translations) -> list[dict]:
+    return [{"text": t.text, "score": t.score} for t in translations]
+
+
+def assert_same(answer: list[dict], reference: list[dict]) -> None:
+    """Equal texts, and scores within float noise (batches of other sizes pad differently)."""
+    assert [a["text"] for a in answer] == [r["text"] for r in reference]
+    assert [a["score"] for a in answer] == pytest.approx([r["score"] for r in reference], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_health_and_info_cover_every_endpoint(server):
+    assert call(server.url + "/health") == (200, "ok")
+    status, info = call(server.url + "/info")
+    assert status == 200 and sorted(info["model"]) == ["captioning", "parsing", "translation"]
+
+
+@pytest.mark.slow
+def test_translate_answers_as_the_python_api_does(server, translator):
+    status, answer = server.post("/translate", {"sentences": SENTENCES, "beam": 3})
+    assert status == 200, answer
+    assert_same(answer["translations"], expected(translator.translate(SENTENCES, beam=3)))
+
+    status, answer = server.post("/translate", {"sentences": SENTENCES[:2], "beam": 3, "n_best": 2})
+    reference = translator.translate(SENTENCES[:2], beam=3, n_best=2)
+    assert status == 200, answer
+    assert_same(answer["translations"], expected(reference))
+    for got, want in zip(answer["translations"], reference):
+        assert_same(got["alternatives"], expected(want.alternatives))
+
+
+@pytest.mark.slow
+def test_concurrent_requests_with_different_beams_each_get_their_own_results(server, translator):
+    beams = (1, 2, 3)
+    references = {
+        beam: dict(zip(SENTENCES, expected(translator.translate(SENTENCES, beam=beam))))
+        for beam in beams
+    }
+    rng = random.Random(0)
+    requests = [
+        {"sentences": rng.sample(SENTENCES, rng.randint(1, 3)), "beam": rng.choice(beams)}
+        for _ in range(50)
+    ]
+    with ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(lambda r: server.post("/translate", r), requests))
+    for request, (status, answer) in zip(requests, answers):
+        assert status == 200, answer
+        reference = [references[request["beam"]][s] for s in request["sentences"]]
+        assert_same(answer["translations"], reference)
+
+
+TOO_MANY = {"sentences": ["Ein Hund."] * 9}
+TOO_LONG = {"sentences": ["Ein Hund.", " ".join("abcdefghijklmnopqrstuvwxyz") * 2]}
+BAD_REQUESTS = {
+    "empty body": ("/translate", b"", 422, "Field required"),
+    "invalid JSON": ("/translate", b'{"sentences": [', 422, "JSON decode error"),
+    "a string": ("/translate", {"sentences": "Ein Hund."}, 422, "valid list"),
+    "numbers": ("/translate", {"sentences": [1, 2]}, 422, "valid string"),
+    "missing field": ("/translate", {"beam": 5}, 422, "Field required"),
+    "misspelt field": ("/translate", {"sentences": ["a"], "beams": 2}, 422, "Extra inputs"),
+    "empty list": ("/translate", {"sentences": []}, 422, "at least 1 item"),
+    "beam 0": ("/translate", {"sentences": ["a"], "beam": 0}, 422, "greater than or equal to 1"),
+    "beam 17": ("/translate", {"sentences": ["a"], "beam": 17}, 422, "less than or equal to 16"),
+    "beam as text": ("/translate", {"sentences": ["a"], "beam": "5"}, 422, "valid integer"),
+    "n_best over beam": (
+        "/translate",
+        {"sentences": ["a"], "beam": 2, "n_best": 3},
+        422,
+        "n_best (3) cannot exceed beam (2)",
+    ),
+    "too many sentences": ("/translate", TOO_MANY, 413, "9 sentences in one request"),
+    "too many characters": (
+        "/translate",
+        {"sentences": ["a", "x" * 201]},
+        413,
+        "sentence 1 has 201 characters",
+    ),
+    "too many subwords": ("/translate", TOO_LONG, 413, "sentence 1 has"),
+    "too many words": ("/parse", {"sentences": ["a " * 31]}, 413, "sentence 0 has 31 words"),
+    "parse numbers": ("/parse", {"sentences": [[1]]}, 422, "valid string"),
+    "no such endpoint": ("/translation", {"sentences": ["a"]}, 404, "Not Found"),
+    "over 1 MiB": ("/translate", {"sentences": ["a" * 2**20]}, 413, "Payload too large"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
+def test_bad_requests_get_a_4xx_that_says_why_and_the_server_goes_on(case, server, translator):
+    path, body, status, message = BAD_REQUESTS[case]
+    got, answer = server.post(path, body)
+    assert got == status, answer
+    assert message in json.dumps(answer["detail"])
+    got, answer = server.post("/translate", {"sentences": SENTENCES[:2]})
+    assert got == 200
+    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2], beam=5)))
+
+
+@pytest.mark.slow
+def test_json_sent_as_curl_d_sends_it_is_read_and_other_text_refused(server, translator):
+    form = "application/x-www-form-urlencoded"  # curl -d without -H 'Content-Type: …'
+    status, answer = server.post("/translate", {"sentences": SENTENCES[:2]}, form)
+    assert status == 200
+    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2])))
+    status, answer = server.post("/translate", b"sentences=Ein+Hund", form)
+    assert status == 422 and "the body is not a JSON object" in json.dumps(answer)
+
+
+@pytest.mark.slow
+def test_bad_requests_batched_with_good_ones_fail_alone(server, translator):
+    reference = expected(translator.translate(SENTENCES[:3], beam=2))
+    good = {"sentences": SENTENCES[:3], "beam": 2}
+    requests = [good, {**TOO_MANY, "beam": 2}, {**TOO_LONG, "beam": 2}] * 10
+    with ThreadPoolExecutor(30) as pool:
+        answers = list(pool.map(lambda r: server.post("/translate", r), requests))
+    for request, (status, answer) in zip(requests, answers):
+        if request is good:
+            assert status == 200, answer
+            assert_same(answer["translations"], reference)
+        else:
+            assert status == 413, answer
+
+
+@pytest.mark.slow
+def test_parse_answers_as_the_python_api_does(server, checkpoints):
+    parser = seqtasks.load(checkpoints["parsing"], device="cpu")
+    sentences = ["The dog barked .", ["He", "left", "(", "quietly", ")"], ""]
+    status, answer = server.post("/parse", {"sentences": sentences, "beam": 3})
+    assert status == 200, answer
+    parses = parser.parse(sentences, beam=3)
+    assert answer["trees"] == [p.text for p in parses]
+    assert answer["scores"] == pytest.approx([p.score for p in parses], abs=1e-4)
+    assert answer["trees"][2] == "(TOP )"
+
+
+def form(fields: dict[str, str], image: bytes) -> bytes:
+    """A multipart/form-data body as `curl -F` writes it."""
+    parts = [
+        f'--B0und\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        for k, v in fields.items()
+    ]
+    head = b'--B0und\r\nContent-Disposition: form-data; name="image"; filename="x.png"\r\n'
+    parts.append(head + b"Content-Type: image/png\r\n\r\n" + image + b"\r\n")
+    return b"".join(parts) + b"--B0und--\r\n"
+
+
+@pytest.mark.slow
+def test_caption_takes_an_image_body_or_a_form(server, checkpoints):
+    captioner = seqtasks.load(checkpoints["captioning"], device="cpu")
+    image = sorted(checkpoints["images"].glob("*.png"))[0].read_bytes()
+    status, answer = server.post("/caption", image, "image/png")
+    (caption,) = captioner.caption([image])
+    assert status == 200, answer
+    assert answer["caption"] == caption.text
+    assert answer["score"] == pytest.approx(caption.score, abs=1e-4)
+
+    status, answer = server.post(
+        "/caption", form({"beam": "2", "n_best": "2"}, image), "multipart/form-data; boundary=B0und"
+    )
+    (caption,) = captioner.caption([image], beam=2, n_best=2)
+    assert status == 200, answer
+    assert answer["caption"] == caption.text
+    assert [a["caption"] for a in answer["alternatives"]] == [c.text for c in caption.alternatives]
+
+
+IMAGE_REQUESTS = {
+    "not an image": (
+        b"GIF89a but not really",
+        "image/gif",
+        422,
+        'cannot read the image (21 bytes): cannot identify image file"',
+    ),
+    "empty body": (b"", "image/png", 422, "Field required"),
+    "form without an image": (
+        b'--B\r\nContent-Disposition: form-data; name="beam"\r\n\r\n2\r\n--B--\r\n',
+        "multipart/form-data; boundary=B",
+        422,
+        "one image file",
+    ),
+    "form with beam 0": (
+        None,
+        "multipart/form-data; boundary=B0und",
+        422,
+        "beam: Input should be greater",
+    ),
+    "image over 1 MiB": (b"\x89PNG" + bytes(2**21), "image/png", 413, "Payload too large"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", IMAGE_REQUESTS, ids=str)
+def test_bad_uploads_get_a_4xx_that_says_why_and_the_server_goes_on(case, server, checkpoints):
+    body, content_type, status, message = IMAGE_REQUESTS[case]
+    image = sorted(checkpoints["images"].glob("*.png"))[0].read_bytes()
+    if body is None:
+        body = form({"beam": "0"}, image)
+    got, answer = server.post("/caption", body, content_type)
+    assert got == status, answer
+    assert message in json.dumps(answer["detail"])
+    assert server.post("/caption", image, "image/png")[0] == 200
+
+
+@pytest.mark.slow
+def test_a_bad_image_batched_with_good_ones_fails_alone(server, checkpoints):
+    images = [p.read_bytes() for p in sorted(checkpoints["images"].glob("*.png"))[:3]]
+    bodies = [*images, b"not an image"] * 6
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda b: server.post("/caption", b, "image/png"), bodies))
+    for body, (status, answer) in zip(bodies, answers):
+        assert status == (422 if body == b"not an image" else 200), answer
+
+
+@pytest.mark.slow
+def test_bench_serve_measures_every_client_count_and_matches_offline(server, checkpoints, tmp_path):
+    source = tmp_path / "source.de"
+    source.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
+    bench = load_script("bench/serve.py")
+    result = bench.main(
+        ["--checkpoint", str(checkpoints["translation"]), "--source", str(source)]
+        + ["--clients", "1", "4", "--beam", "2", "--url", server.url]
+    )
+    assert [level["clients"] for level in result["levels"]] == [1, 4]
+    for level in result["levels"]:
+        assert level["failures"] == [] and level["same_as_offline"] == len(SENTENCES) * 2
+        assert level["sentences_per_s"] > 0 and level["latency_p95_ms"] >= level["latency_p50_ms"]
