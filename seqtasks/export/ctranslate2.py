@@ -1,0 +1,190 @@
+"""`seqtasks export CKPT --to ctranslate2 OUT/`: a Transformer translation checkpoint as a
+CTranslate2 model folder, with the sentencepiece models (`source.model`, `target.model`), what
+was exported (`seqtasks_export.json`) and a README beside it. The weight mapping is in
+`ctranslate2_spec`; seqtasks' search, set up in CTranslate2, in `ctranslate2_search`.
+
+Refused, with the checkpoint and the reason named (`ExportError`): captioning and parsing
+checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two, and
+`norm: resi_dual`, whose second residual stream CTranslate2 has no layer for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
+from seqtasks.decoders.transformer import TransformerDecoder
+from seqtasks.encoders.transformer import TransformerEncoder
+from seqtasks.export.ctranslate2_spec import layer_norm_epsilons, transformer_spec
+from seqtasks.export.staging import ExportError, refuse_existing, staged_directory
+from seqtasks.io.checkpoint_files import checkpoint_task, load_task
+
+# What `--quantization` accepts: "none" keeps float32 weights; the rest are CTranslate2's
+# weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`).
+QUANTIZATIONS = (
+    "none",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+WHY_TRANSLATION_ONLY = {
+    "captioning": "its encoder reads images, and CTranslate2's Transformer reads tokens",
+    "parsing": "its search must follow the bracket grammar (a `Constraint`), which "
+    "CTranslate2's search cannot apply",
+}
+
+
+def load_translation_task(path: Path) -> Any:
+    """The `TranslationTask` of the checkpoint `path`, in eval mode.
+
+    Raises:
+        CheckpointError: for a missing, damaged or foreign file.
+        ExportError: for a checkpoint of another task.
+    """
+    task = checkpoint_task(path)
+    if task != "translation":
+        why = WHY_TRANSLATION_ONLY.get(task, "only translation checkpoints can be exported")
+        raise ExportError(
+            f"{path} is a {task} checkpoint and cannot be exported to CTranslate2: {why}"
+        )
+    from seqtasks.tasks.translation import TranslationTask  # Lightning, only when needed
+
+    return load_task(path, TranslationTask, "translation")
+
+
+def refusal(task: Any) -> str | None:
+    """Why CTranslate2 cannot run `task`'s model, in words; None if it can."""
+    parts = (
+        ("encoder", task.encoder, TransformerEncoder),
+        ("decoder", task.decoder, TransformerDecoder),
+    )
+    for role, part, expected in parts:
+        if type(part) is not expected:
+            return (
+                f"its {role} is a {type(part).__name__}, and CTranslate2 runs exactly "
+                f"seqtasks' {expected.__name__} (no RNN or other {role})"
+            )
+        if part.stack.placement not in ("post", "pre"):
+            return (
+                f"its {role} uses norm: {part.stack.placement} (ResiDual), whose second residual "
+                "stream CTranslate2 has no layer for; only norm: post and pre can be exported"
+            )
+    if len(epsilons := layer_norm_epsilons(task)) != 1:
+        return f"its LayerNorms differ in epsilon ({sorted(epsilons)}); CTranslate2 takes one"
+    src, tgt = task.src_tokenizer, task.tgt_tokenizer
+    special = (UNK_ID, BOS_ID, EOS_ID)
+    if src.pieces(special) != tgt.pieces(special):
+        return (
+            f"its source and target vocabularies name <unk>, <s>, </s> differently "
+            f"({src.pieces(special)} and {tgt.pieces(special)}); CTranslate2 takes one name each"
+        )
+    return None
+
+
+def _converter(task: Any) -> Any:
+    """A `ctranslate2.converters.Converter` whose `_load` gives `transformer_spec(task)`."""
+    from ctranslate2.converters import Converter
+
+    class SeqtasksConverter(Converter):
+        def _load(self) -> Any:
+            return transformer_spec(task)
+
+    return SeqtasksConverter()
+
+
+def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
+    """What `seqtasks_export.json` records: the source, the architecture, seqtasks' search."""
+    import ctranslate2
+
+    encoder, decoder = task.encoder, task.decoder
+    return {
+        "exported_from": str(checkpoint),
+        "task": "translation",
+        "ctranslate2": ctranslate2.__version__,
+        "quantization": quantization,
+        "encoder": {
+            "layers": len(encoder.layers),
+            "d_model": encoder.out_dim,
+            "norm": encoder.stack.placement,
+            "positions": "learned" if encoder.embeddings.learned is not None else "sinusoidal",
+        },
+        "decoder": {
+            "layers": len(decoder.layers),
+            "d_model": decoder.embedding.embedding_dim,
+            "norm": decoder.stack.placement,
+            "positions": "learned" if decoder.embeddings.learned is not None else "sinusoidal",
+            "tied_output": decoder.output is None,
+        },
+        "share_embeddings": bool(task.hparams.get("share_embeddings", False)),
+        "source_eos_added_by_model": True,
+        "seqtasks_search": {
+            "length_alpha": task.length_alpha,
+            "length_penalty": "Wu et al. 2016: ((5 + |Y|) / 6) ** length_alpha",
+            "max_length": "int(max_length_ratio * (source pieces + 1)) + max_length_offset",
+            "max_length_ratio": task.max_length_ratio,
+            "max_length_offset": task.max_length_offset,
+        },
+    }
+
+
+README = """# CTranslate2 model exported by `seqtasks export`
+
+From `{checkpoint}` ({quantization}). `source.model` and `target.model` are the sentencepiece
+models; the model appends `</s>` to every source itself (`add_source_eos`).
+
+```python
+import ctranslate2, sentencepiece as spm
+
+source = spm.SentencePieceProcessor(model_file="{name}/source.model")
+target = spm.SentencePieceProcessor(model_file="{name}/target.model")
+translator = ctranslate2.Translator("{name}")
+pieces = source.encode(["Ein Hund rennt durch den Schnee."], out_type=str)
+results = translator.translate_batch(pieces, beam_size=5)
+print(target.decode(results[0].hypotheses[0]))
+```
+
+`seqtasks_export.json` records the architecture and seqtasks' own search settings (length
+penalty, length limit); `seqtasks.export.ctranslate2_search.translate_as_seqtasks` decodes
+with them as seqtasks does.
+"""
+
+
+def export_ctranslate2(
+    checkpoint: str | Path, out: str | Path, quantization: str = "none", force: bool = False
+) -> Path:
+    """Write the CTranslate2 model of the translation checkpoint `checkpoint` to the folder
+    `out`, with `source.model`, `target.model`, `seqtasks_export.json` and a README beside it.
+
+    `out` is built in a hidden sibling folder and renamed into place when complete; an existing
+    non-empty `out` is replaced only with `force`.
+
+    Raises:
+        CheckpointError: for a missing, damaged or foreign checkpoint.
+        ExportError: for a model CTranslate2 cannot run (the reason named), or an `out` that
+            must not be replaced.
+    """
+    checkpoint, out = Path(checkpoint), Path(out)
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"unknown quantization {quantization!r}; choose from {QUANTIZATIONS}")
+    refuse_existing(out, force)  # before the minutes a large checkpoint may take to load
+    task = load_translation_task(checkpoint)
+    why = refusal(task)
+    if why is not None:
+        raise ExportError(f"{checkpoint} cannot be exported to CTranslate2: {why}")
+    with staged_directory(out, force) as folder:
+        weights = None if quantization == "none" else quantization
+        _converter(task).convert(str(folder), quantization=weights, force=True)
+        (folder / "source.model").write_bytes(task.src_tokenizer.proto)
+        (folder / "target.model").write_bytes(task.tgt_tokenizer.proto)
+        stored = metadata(task, checkpoint, quantization)
+        (folder / "seqtasks_export.json").write_text(json.dumps(stored, indent=2) + "\n")
+        readme = README.format(checkpoint=checkpoint.name, quantization=quantization, name=out.name)
+        (folder / "README.md").write_text(readme, encoding="utf-8")
+    return out
