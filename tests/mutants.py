@@ -272,6 +272,34 @@ MUTANTS = [
         "return [replace(nbest[0], alternatives=list(nbest[:-1])) for nbest in results]",
         ("test_api.py::test_translate_equals_the_tasks_search_with_n_best_alternatives",),
     ),
+    Mutant(
+        "the CTranslate2 export without the embeddings' sqrt(D) scale",
+        "seqtasks/export/ctranslate2_spec.py",
+        "    spec.scale_embeddings = True",
+        "    spec.scale_embeddings = False",
+        ("test_export.py::test_plain_greedy_translate_batch_gives_seqtasks_greedy_output",),
+    ),
+    Mutant(
+        "the server batches requests of different beam sizes into one model call",
+        "seqtasks/serving/batching.py",
+        "groups.setdefault(item.settings, []).append(position)",
+        "groups.setdefault(None, []).append(position)",
+        ("test_serve.py::test_one_model_call_per_beam_and_each_request_gets_its_own_slice",),
+    ),
+    Mutant(
+        "TensorBoard counts its own version folder instead of joining the CSV logger's",
+        "seqtasks/training/loggers.py",
+        "        return self.beside.version",
+        "        return super().version",
+        ("test_logging.py::test_metrics_csv_and_tensorboard_events_share_one_version_folder",),
+    ),
+    Mutant(
+        "a progress line at every step on a non-terminal",
+        "seqtasks/training/progress.py",
+        "(step % self.every_n_steps == 0 or step >= self._total)",
+        "(step % 1 == 0 or step >= self._total)",
+        ("test_logging.py::test_without_a_terminal_progress_is_plain_lines_every_n_steps",),
+    ),
 ]
 
 
