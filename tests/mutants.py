@@ -300,6 +300,34 @@ MUTANTS = [
         "(step % 1 == 0 or step >= self._total)",
         ("test_logging.py::test_without_a_terminal_progress_is_plain_lines_every_n_steps",),
     ),
+    Mutant(
+        "linear attention's causal parallel form without its lower triangle",
+        "seqtasks/attention/linear.py",
+        "kernel = (phi_q @ phi_k.transpose(-1, -2)).tril()",
+        "kernel = phi_q @ phi_k.transpose(-1, -2)",
+        ("test_linear_attention.py::test_causal_parallel_form_is_eq5_over_the_prefix",),
+    ),
+    Mutant(
+        "linear attention's recurrent step ignores beam search's reordering of (M, z)",
+        "seqtasks/attention/linear.py",
+        "memory, normaliser = memory.index_select(0, rows), normaliser.index_select(0, rows)",
+        "pass",
+        ("test_linear_attention.py::test_recurrent_form_equals_the_parallel_form_with_reordered_rows",),
+    ),
+    Mutant(
+        "linear attention's feature map elu(x) instead of elu(x) + 1",
+        "seqtasks/attention/linear.py",
+        "return F.elu(x) + 1.0",
+        "return F.elu(x)",
+        ("test_linear_attention.py::test_non_causal_form_is_eq5_over_the_real_keys",),
+    ),
+    Mutant(
+        "linear attention lets padded keys into its sums",
+        "seqtasks/attention/linear.py",
+        "phi_k = phi_k * key_mask[:, None, :, None].to(phi_k.dtype)",
+        "phi_k = phi_k",
+        ("test_linear_attention.py::test_non_causal_form_is_eq5_over_the_real_keys",),
+    ),
 ]
 
 

@@ -191,6 +191,18 @@ def test_unknown_key_is_an_error(multi30k_dir, tmp_path, child_env):
     assert not (tmp_path / "lightning_logs").exists()
 
 
+def test_the_command_line_reaches_lightning_cli_as_its_own(tmp_path, child_env):
+    """`seqtasks fit …` from a shell: LightningCLI reads sys.argv itself (given the same list
+    as `args` too, it warns that both were given), and the Transformer settings reach YAML."""
+    config = REPO / "configs" / "translation" / "transformer.yaml"
+    option = "--model.init_args.decoder.init_args.self_attention"
+    result = seqtasks(["fit", "--config", str(config), option, "linear", "--print_config"],
+                      child_env, tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "args parameter" not in result.stderr
+    assert "self_attention: linear" in result.stdout
+
+
 def test_fit_under_ddp_on_two_cpu_processes(multi30k_dir, tmp_path, child_env):
     """Token-bucketed batches shard across 2 gloo processes: no hang at the epoch end, the
     whole-split validation BLEU is gathered, and the checkpoints are written."""

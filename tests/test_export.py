@@ -202,6 +202,10 @@ REFUSED = {  # name -> (hparams, what the message must say)
         transformer_hparams({"norm": "resi_dual"}, {"norm": "resi_dual"}),
         "its encoder uses norm: resi_dual (ResiDual)",
     ),
+    "linear": (
+        transformer_hparams({}, {"self_attention": "linear"}),
+        "its decoder uses self_attention: linear",
+    ),
     "rnn": (
         {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": RNN, "decoder": LUONG},
         "its encoder is a RNNEncoder",

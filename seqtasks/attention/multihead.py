@@ -66,6 +66,11 @@ class SelfAttention(nn.Module):
         )  # fmt: skip
         return self.out(merge_heads(context))
 
+    def empty_cache(self, rows: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values before the first position: (rows, H, 0, D/H) each."""
+        empty = like.new_zeros(rows, self.heads, 0, like.size(-1) // self.heads)
+        return empty, empty
+
     def step(
         self, x: Tensor, keys: Tensor, values: Tensor, rows: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:

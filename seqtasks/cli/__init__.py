@@ -23,7 +23,7 @@ def main(args: list[str] | None = None) -> None:
     if argv and argv[0] in COMMANDS:
         command = importlib.import_module(COMMANDS[argv[0]])
         sys.exit(command.main(argv[1:]))
-    lightning_main(argv)
+    lightning_main(args)  # None: LightningCLI reads sys.argv itself (and warns if also given)
 
 
 __all__ = ["main"]

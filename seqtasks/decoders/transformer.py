@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqtasks.attention.multihead import CrossAttention, SelfAttention
+from seqtasks.attention.linear import self_attention_class
+from seqtasks.attention.multihead import CrossAttention
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import (
@@ -30,7 +31,9 @@ class TransformerState:
     """State of the decoder during search.
 
     `self_keys`/`self_values` hold, per layer, the keys and values of every position decoded
-    so far, one row per hypothesis (R, H, t, D/H): a step computes only the new position.
+    so far, one row per hypothesis (R, H, t, D/H): a step computes only the new position. With
+    linear self-attention they hold its running sums M (R, H, d, d) and z (R, H, d) instead,
+    whose size does not grow with t.
     `memory_keys`/`memory_values` hold, per layer, the projected memory once per input
     (B, H, S, D/H), and move only when search drops finished inputs. `rows` (R,), when set, is a
     reordering of the self-attention caches that the next step applies while extending them,
@@ -52,7 +55,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, s: TransformerSettings, memory_dim: int):
         super().__init__()
         heads, dropout = s.num_heads, s.attention_dropout
-        self.self_attention = SelfAttention(s.d_model, heads, dropout)
+        self.self_attention = self_attention_class(s.self_attention)(s.d_model, heads, dropout)
         self.cross_attention = CrossAttention(s.d_model, memory_dim, heads, dropout)
         self.feed_forward = FeedForward(s.d_model, s.ff_dim)
         self.residual_self = Residual(s.d_model, s.norm, s.dropout)
@@ -197,10 +200,11 @@ class TransformerDecoder(Decoder):
     def start(self, memory: Memory, beam_size: int = 1) -> TransformerState:
         keys, values = self.project_memory(memory)
         rows = memory.states.size(0) * beam_size
-        empty = keys[0].new_zeros(rows, keys[0].size(1), 0, keys[0].size(-1))
+        like = keys[0].new_empty(0, keys[0].size(1) * keys[0].size(-1))  # dtype, device, D
+        caches = [layer.self_attention.empty_cache(rows, like) for layer in self.layers]
         return TransformerState(
-            self_keys=[empty] * len(self.layers),
-            self_values=[empty] * len(self.layers),
+            self_keys=[first for first, _ in caches],
+            self_values=[second for _, second in caches],
             memory_keys=keys,
             memory_values=values,
             mask=memory.mask,

@@ -4,8 +4,9 @@ was exported (`seqtasks_export.json`) and a README beside it. The weight mapping
 `ctranslate2_spec`; seqtasks' search, set up in CTranslate2, in `ctranslate2_search`.
 
 Refused, with the checkpoint and the reason named (`ExportError`): captioning and parsing
-checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two, and
-`norm: resi_dual`, whose second residual stream CTranslate2 has no layer for.
+checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two,
+`norm: resi_dual`, whose second residual stream CTranslate2 has no layer for, and
+`self_attention: linear`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from seqtasks.attention.linear import LinearSelfAttention
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders.transformer import TransformerEncoder
@@ -70,6 +72,11 @@ def refusal(task: Any) -> str | None:
             return (
                 f"its {role} is a {type(part).__name__}, and CTranslate2 runs exactly "
                 f"seqtasks' {expected.__name__} (no RNN or other {role})"
+            )
+        if any(isinstance(layer.self_attention, LinearSelfAttention) for layer in part.layers):
+            return (
+                f"its {role} uses self_attention: linear (Katharopoulos et al. 2020), which "
+                "CTranslate2 has no layer for; only softmax attention can be exported"
             )
         if part.stack.placement not in ("post", "pre"):
             return (

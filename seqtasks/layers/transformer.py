@@ -27,6 +27,7 @@ NormPlacement = Literal["post", "pre", "resi_dual"]
 
 
 PositionKind = Literal["sinusoidal", "learned"]
+SelfAttentionKind = Literal["softmax", "linear"]
 
 
 Stream = tuple[Tensor, Tensor | None]  # (x, the ResiDual sum d or None)
@@ -48,6 +49,9 @@ class TransformerSettings:
         positions: "sinusoidal" or "learned".
         max_positions: the longest sequence accepted.
         pad_id: the padding token.
+        self_attention: "softmax" (the paper) or "linear" (Katharopoulos et al. 2020,
+            `attention/linear.py`: φ(q)·φ(k) with φ = elu + 1; incremental decoding carries a
+            fixed-size running memory instead of a growing key/value cache).
         activation_checkpointing: in teacher-forced training, recompute each layer in the
             backward pass instead of storing its activations (`recomputed`); search never does.
     """
@@ -62,6 +66,7 @@ class TransformerSettings:
     positions: PositionKind = "sinusoidal"
     max_positions: int = 1024
     pad_id: int = 0
+    self_attention: SelfAttentionKind = "softmax"
     activation_checkpointing: bool = False
 
     def embeddings(self, vocab_size: int) -> Embeddings:
