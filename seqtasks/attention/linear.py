@@ -15,9 +15,9 @@ key/value cache that grows with the output: every step costs the same at every l
 from __future__ import annotations
 
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from seqtasks.attention.multihead import merge_heads, split_heads
+from seqtasks.attention.multihead import SelfAttention, merge_heads
 
 EPSILON = 1e-6  # keeps the normaliser away from 0 (φ > 0, so it is positive anyway)
 
@@ -27,28 +27,14 @@ def feature_map(x: Tensor) -> Tensor:
     return F.elu(x) + 1.0
 
 
-class LinearSelfAttention(nn.Module):
-    """Multi-head self-attention with the linear kernel φ(q)·φ(k); the same parameters (one
-    fused Q/K/V projection, one output projection) as `SelfAttention`, so either can be chosen
-    by a setting.
-
-    Args:
-        d_model: model width D.
-        num_heads: H; D must divide by it.
-        dropout: unused: there is no matrix of weights to drop from (kept for the signature).
-    """
-
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
-        super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.heads = num_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+class LinearSelfAttention(SelfAttention):
+    """Multi-head self-attention with the linear kernel φ(q)·φ(k); `SelfAttention`'s
+    parameters (one fused Q/K/V projection, one output projection), so either can be chosen by
+    a setting. Its `dropout` goes unused: there is no matrix of weights to drop from."""
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B, T, D) -> φ(q), φ(k), v, each (B, H, T, D/H)."""
-        q, k, v = (split_heads(part, self.heads) for part in self.qkv(x).chunk(3, dim=-1))
+        q, k, v = super().project(x)
         return feature_map(q), feature_map(k), v
 
     def forward(self, x: Tensor, key_mask: Tensor | None = None, causal: bool = False) -> Tensor:
@@ -93,10 +79,8 @@ class LinearSelfAttention(nn.Module):
         return self.out(merge_heads(context)), memory, normaliser
 
 
-def self_attention_class(kind: str) -> type[nn.Module]:
+def self_attention_class(kind: str) -> type[SelfAttention]:
     """The self-attention module a Transformer setting names: "softmax" or "linear"."""
-    from seqtasks.attention.multihead import SelfAttention
-
     kinds = {"softmax": SelfAttention, "linear": LinearSelfAttention}
     if kind not in kinds:
         raise ValueError(f"self_attention must be 'softmax' or 'linear', got {kind!r}")
