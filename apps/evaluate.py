@@ -69,17 +69,16 @@ def evaluate_translation(args: argparse.Namespace) -> int:
     try:
         sources, references = read_parallel(args.src, args.ref)
         groups = [args.checkpoint] if args.ensemble else [[path] for path in args.checkpoint]
-        models = [
-            (" + ".join(map(str, group)), seqtasks.load(group, args.device, task="translation"))
+        models = [  # (what the report names: a checkpoint, or the members joined by " + ")
+            (Path(" + ".join(map(str, group))), seqtasks.load(group, args.device, "translation"))
             for group in groups
         ]
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         return fail(error)
-    names = [Path(name) for name, _ in models]
-    unique = len({path.stem for path in names}) == len(models)
-    outputs = output_paths(args.output, names) if args.output else []
+    unique = len({path.stem for path, _ in models}) == len(models)
+    outputs = output_paths(args.output, [path for path, _ in models]) if args.output else []
     reports, curves = [], {}
-    for number, (path, model) in enumerate(zip(names, (model for _, model in models))):
+    for number, (path, model) in enumerate(models):
         results = model.translate(sources, beam=args.beam, max_tokens=args.max_tokens)
         hypotheses = [best.text for best in results]
         report = translation_report(path, hypotheses, sources, references, args.beam, args.buckets)

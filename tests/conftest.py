@@ -191,3 +191,20 @@ def save_checkpoint(task_class: type, hparams: dict, prepare, path: Path) -> Pat
     model.on_save_checkpoint(checkpoint)
     torch.save(checkpoint, path)
     return path
+
+
+def two_step_trainer(root: Path) -> dict:
+    """The `trainer` section of a config that trains 2 steps on the CPU, validates one batch,
+    and keeps only its checkpoint (under `root`): enough to build, train, save and reload."""
+    return {
+        "max_steps": 2,
+        "accelerator": "cpu",
+        "logger": False,
+        "callbacks": [],
+        "enable_checkpointing": True,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        "limit_val_batches": 1,
+        "num_sanity_val_steps": 0,
+        "default_root_dir": str(root),
+    }

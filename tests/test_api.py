@@ -11,15 +11,13 @@ import pytest
 import torch
 from conftest import save_checkpoint
 from PIL import Image
-from test_bad_input import CONV, LUONG, RNN, SOFT, sample_trees
+from test_bad_input import LUONG, RNN, captioning_checkpoint, parsing_checkpoint
 
 import seqtasks
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from seqtasks.data.words import WordTokenizer
 from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.parsing.vocabulary import ParsingVocabulary
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleMemory
-from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+from seqtasks.tasks import TranslationTask
 
 TRANSFORMER = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 32}
 SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "Eine Frau."]
@@ -43,28 +41,14 @@ def checkpoints(toy_tokenizers, tmp_path_factory):
         "encoder": {"class_path": "seqtasks.encoders.TransformerEncoder", "init_args": TRANSFORMER},
         "decoder": {"class_path": "seqtasks.decoders.TransformerDecoder", "init_args": TRANSFORMER},
     }
-    vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
-    words = WordTokenizer(["a", "dog", "runs", "red", "circle"])
     torch.manual_seed(0)
     return {
         "rnn": translation(folder / "rnn.ckpt", toy_tokenizers),
         "rnn2": translation(folder / "rnn2.ckpt", toy_tokenizers, seed=1),
         "transformer": translation(folder / "t.ckpt", toy_tokenizers, **transformer, seed=2),
         "other": translation(folder / "other.ckpt", toy_tokenizers[::-1]),
-        "parsing": save_checkpoint(
-            ParsingTask,
-            {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
-            | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
-            lambda model: model.set_vocabulary(vocabulary),
-            folder / "parsing.ckpt",
-        ),
-        "captioning": save_checkpoint(
-            CaptioningTask,
-            {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV, "decoder": SOFT}
-            | {"tgt_vocab_size": words.vocab_size, "max_caption_length": 4},
-            lambda model: model.set_preprocessing(words, 32),
-            folder / "captioning.ckpt",
-        ),
+        "parsing": parsing_checkpoint(folder / "parsing.ckpt"),
+        "captioning": captioning_checkpoint(folder / "captioning.ckpt"),
     }
 
 

@@ -106,8 +106,6 @@ def checkpoints(toy_tokenizers, tmp_path_factory) -> dict[str, Path]:
     torch.manual_seed(0)
     src, tgt = toy_tokenizers
     sizes = {"src_vocab_size": src.vocab_size, "tgt_vocab_size": tgt.vocab_size}
-    vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
-    words = WordTokenizer(["a", "dog", "runs"])
     return {
         "translation": save_checkpoint(
             TranslationTask,
@@ -116,21 +114,33 @@ def checkpoints(toy_tokenizers, tmp_path_factory) -> dict[str, Path]:
             lambda model: model.set_tokenizers(src, tgt),
             folder / "translation.ckpt",
         ),
-        "parsing": save_checkpoint(
-            ParsingTask,
-            {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
-            | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
-            lambda model: model.set_vocabulary(vocabulary),
-            folder / "parsing.ckpt",
-        ),
-        "captioning": save_checkpoint(
-            CaptioningTask,
-            {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV, "decoder": SOFT}
-            | {"tgt_vocab_size": words.vocab_size, "max_caption_length": 4},
-            lambda model: model.set_preprocessing(words, 32),
-            folder / "captioning.ckpt",
-        ),
+        "parsing": parsing_checkpoint(folder / "parsing.ckpt"),
+        "captioning": captioning_checkpoint(folder / "captioning.ckpt"),
     }
+
+
+def parsing_checkpoint(path: Path) -> Path:
+    """An untrained BiGRU + Luong parser over the vocabulary of 3 WSJ sample trees."""
+    vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
+    return save_checkpoint(
+        ParsingTask,
+        {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
+        | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
+        lambda model: model.set_vocabulary(vocabulary),
+        path,
+    )
+
+
+def captioning_checkpoint(path: Path) -> Path:
+    """An untrained CNN + soft-attention captioner of 32-pixel images, saying at most 4 words."""
+    words = WordTokenizer(["a", "dog", "runs"])
+    return save_checkpoint(
+        CaptioningTask,
+        {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV, "decoder": SOFT}
+        | {"tgt_vocab_size": words.vocab_size, "max_caption_length": 4},
+        lambda model: model.set_preprocessing(words, 32),
+        path,
+    )
 
 
 def edited(checkpoint: Path, path: Path, **changes) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import two_step_trainer
 from jsonargparse import ArgumentParser
 
 import seqtasks.decoders
@@ -142,18 +143,7 @@ def config(task: str, encoder: type, decoder: type, data: dict, root: Path) -> d
         model |= {"max_caption_length": 6, "attention_penalty": 0.0}
     return {
         "seed_everything": 0,
-        "trainer": {
-            "max_steps": 2,
-            "accelerator": "cpu",
-            "logger": False,
-            "callbacks": [],
-            "enable_checkpointing": True,
-            "enable_progress_bar": False,
-            "enable_model_summary": False,
-            "limit_val_batches": 1,
-            "num_sanity_val_steps": 0,
-            "default_root_dir": str(root),
-        },
+        "trainer": two_step_trainer(root),
         "model": {"class_path": f"seqtasks.tasks.{TASKS[task].__name__}", "init_args": model},
         "data": data,
     }

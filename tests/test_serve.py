@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import load_script, subprocess_env
+from conftest import load_script, subprocess_env, two_step_trainer
 
 import seqtasks
 from seqtasks.serving import main
@@ -149,18 +149,7 @@ def fit(root: Path, model: dict, data: dict) -> Path:
     """Train `model` on `data` for 2 steps with `seqtasks fit` in this process; its checkpoint."""
     from seqtasks.cli.main import main as seqtasks_main
 
-    trainer = {
-        "max_steps": 2,
-        "accelerator": "cpu",
-        "logger": False,
-        "callbacks": [],
-        "enable_checkpointing": True,
-        "enable_progress_bar": False,
-        "enable_model_summary": False,
-        "limit_val_batches": 1,
-        "num_sanity_val_steps": 0,
-        "default_root_dir": str(root),
-    }
+    trainer = two_step_trainer(root)
     config = {"seed_everything": 0, "trainer": trainer, "model": model, "data": data}
     root.mkdir(parents=True)
     (root / "config.yaml").write_text(yaml.safe_dump(config))

@@ -56,6 +56,12 @@ class Model:
     def device(self) -> torch.device:
         return self.task.device
 
+    def require_attention(self) -> None:
+        """Raise a ValueError naming the decoder if results cannot carry attention."""
+        if not self.gives_attention:
+            name = type(self.task.decoder).__name__
+            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
+
     def to(self, device: str | torch.device) -> Model:
         """Move the model to `device`; returns itself."""
         self.task.to(device)
@@ -92,7 +98,7 @@ class Translator(Model):
         _check(beam, n_best)
         sentences = _inputs(sentences, "sentences")
         if attention:
-            self._require_attention()
+            self.require_attention()
         results = self.task.translate(
             sentences,
             beam_size=beam,
@@ -106,11 +112,6 @@ class Translator(Model):
     def source_pieces(self, sentence: str, max_length: int = 250) -> list[str]:
         """The subwords the model reads for `sentence`, plus EOS: the columns of its attention."""
         return self.task.source_pieces(sentence, max_length)
-
-    def _require_attention(self) -> None:
-        if not self.gives_attention:
-            name = type(self.task.decoder).__name__
-            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
 
 
 class Parser(Model):
@@ -175,9 +176,8 @@ class Captioner(Model):
                 the readable ones of a mixed list).
         """
         _check(beam, n_best)
-        if attention and not self.gives_attention:
-            name = type(self.task.decoder).__name__
-            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
+        if attention:
+            self.require_attention()
         if not isinstance(images, Tensor):
             images = self.read(_inputs(images, "images"))
         captions: list[Caption] = []
