@@ -33,6 +33,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from seqtasks.io.checkpoint_files import CheckpointError, require_task
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
+from seqtasks.training.host_memory import keep_freed_memory
 from seqtasks.training.loggers import default_loggers
 from seqtasks.training.progress import LineProgress
 
@@ -254,6 +255,7 @@ def _exit_with(message: str) -> NoReturn:
 
 
 def main(args: list[str] | None = None) -> None:
+    keep_freed_memory()
     SeqtasksCLI(
         subclass_mode_model=True,
         subclass_mode_data=True,

@@ -3,22 +3,20 @@ Show, Attend and Tell (Xu et al. 2015, §4) on a decoder's attention and stochas
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.data.tokenizer import PAD_ID
 from seqtasks.decoders.base import DecoderOutput
+from seqtasks.layers.cross_entropy import smoothed_cross_entropy
 
 
 def token_nll(logits: Tensor, targets: Tensor, label_smoothing: float = 0.0) -> Tensor:
-    """(B, T, V) logits, (B, T) targets -> (B, T) cross-entropy per token, 0 on padding."""
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        targets.flatten(),
-        ignore_index=PAD_ID,
-        label_smoothing=label_smoothing,
-        reduction="none",
-    ).view_as(targets)
+    """(B, T, V) logits, (B, T) targets -> (B, T) cross-entropy per token, 0 on padding
+    (`F.cross_entropy`'s, with a third of its memory: `layers.cross_entropy`)."""
+    flat = smoothed_cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), label_smoothing, PAD_ID
+    )
+    return flat.view_as(targets)
 
 
 class Objective(nn.Module):
