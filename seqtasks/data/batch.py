@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -31,6 +32,30 @@ class Batch:
 
     def __len__(self) -> int:
         return self.src.size(0)
+
+    def pin_memory(self) -> Batch:
+        return pinned(self)
+
+
+AnyBatch = TypeVar("AnyBatch")
+
+
+def pinned(batch: AnyBatch) -> AnyBatch:
+    """A copy of a dataclass batch with its tensors in page-locked memory, which
+    `DataLoader(pin_memory=True)` asks for (through the batch's `pin_memory()`), so that copying
+    it to a GPU (Lightning copies with `non_blocking=True`) overlaps with the work there."""
+    tensors = {
+        f.name: value.pin_memory()
+        for f in dataclasses.fields(batch)
+        if isinstance(value := getattr(batch, f.name), Tensor)
+    }
+    return dataclasses.replace(batch, **tensors)
+
+
+def pin_for(trainer: Any) -> bool:
+    """Whether batches for `trainer` (None: not training) should be pinned: when it runs on a
+    CUDA device."""
+    return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
 
 class Pair(Protocol):

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from seqtasks.data.batch import teacher_forcing
+from seqtasks.data.batch import pin_for, pinned, teacher_forcing
 from seqtasks.data.captions import (
     TEST_IMAGES,
     VAL_IMAGES,
@@ -43,6 +43,9 @@ class CaptionBatch:
 
     def __len__(self) -> int:
         return self.tgt_in.size(0)
+
+    def pin_memory(self) -> CaptionBatch:
+        return pinned(self)
 
 
 class CaptionDataset(Dataset):
@@ -197,6 +200,7 @@ class CaptionData(BucketedData):
             collate_fn=self.collate(stage),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            pin_memory=pin_for(getattr(self, "trainer", None)),
         )
 
 

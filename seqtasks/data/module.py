@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import lightning as L
 from torch.utils.data import DataLoader
 
+from seqtasks.data.batch import pin_for
 from seqtasks.data.batching import bucketed_loader
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class BucketedData(L.LightningDataModule):
             self.seed,
             self.collate(stage),
             self.num_workers,
+            pin_memory=pin_for(getattr(self, "trainer", None)),
         )
 
     def train_dataloader(self) -> DataLoader:

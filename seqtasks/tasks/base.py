@@ -21,6 +21,7 @@ from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_len
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoints import refuse_non_finite
+from seqtasks.training.finite import LossWatch
 from seqtasks.training.resume import RESUME_KEY, from_every_process, process_state, set_random_state
 
 
@@ -77,6 +78,7 @@ class EncoderDecoderTask(L.LightningModule):
         self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
         self.val_scores, self.test_scores = self.Scores(), self.Scores()
         self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
+        self.loss_watch = LossWatch()
 
     # ---- the parts --------------------------------------------------------------------------
     def build_parts(
@@ -129,12 +131,20 @@ class EncoderDecoderTask(L.LightningModule):
         memory, output = self.teacher_forced(batch)
         loss = self.loss(output, batch.tgt_out, memory.mask)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"non-finite training loss {loss.item()} at step {self.global_step}, "
-                f"batch {batch_idx}; lower the learning rate or check the data"
-            )
+        self.loss_watch.observe(loss, self.global_step, batch_idx)
+        # Reading the result back waits for the device: each step only where that costs nothing
+        if (
+            loss.device.type == "cpu"
+            or (self.global_step + 1) % self.trainer.log_every_n_steps == 0
+        ):
+            self.loss_watch.check()
         return loss
+
+    def on_validation_start(self) -> None:
+        self.loss_watch.check()
+
+    def on_train_end(self) -> None:
+        self.loss_watch.check()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         # Lightning validates at `max_steps` only if it falls on a validation interval; asking it
@@ -224,6 +234,7 @@ class EncoderDecoderTask(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse to write non-finite weights; keep, per process, the REINFORCE baseline and
         the random generators (dropout, sampled attention), which Lightning does not save."""
+        self.loss_watch.check()
         refuse_non_finite(checkpoint["state_dict"], self.global_step)
         checkpoint[RESUME_KEY] = from_every_process(process_state(self.objective.baseline))
 
