@@ -70,6 +70,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.warmup, args.sentences = 15, 5, 200
+    if not (args.opennmt_venv / "bin" / "onmt_train").exists():
+        p.error(f"{args.opennmt_venv} has no bin/onmt_train: bash bench/opennmt/install.sh VENV")
+    if not (args.data / "spm.de.model").exists():
+        p.error(f"{args.data} has no spm.de.model: python data_prep/multi30k.py --out DIR")
     if (args.seqtasks_checkpoint is None) != (args.opennmt_checkpoint is None):
         p.error("give both --seqtasks-checkpoint and --opennmt-checkpoint, or neither")
     return args
@@ -83,17 +87,20 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def prepare(args: argparse.Namespace) -> Systems:
-    """Pieces for OpenNMT-py (the project's sentencepiece models), its config and vocabularies,
-    and the test slice, in the working folder."""
-    work, onmt_bin = args.work, args.opennmt_venv / "bin"
+def prepare(args: argparse.Namespace, opennmt: bool = True) -> Systems:
+    """Pieces for OpenNMT-py (the project's sentencepiece models), its config and vocabularies
+    (unless `opennmt` is false), and the test slice, in the working folder."""
+    work = args.work
+    onmt_bin = args.opennmt_venv / "bin" if opennmt else Path("/nonexistent/opennmt")
     encode = [sys.executable, str(ROOT / "bench/opennmt/encode.py"), "--data", str(args.data),
               "--out", str(work)]  # fmt: skip
     subprocess.run(encode, check=True, stdout=subprocess.DEVNULL)
-    (work / "transformer.yaml").write_text((ROOT / "bench/opennmt/transformer.yaml").read_text())
-    (work / "run").mkdir(exist_ok=True)
-    run([str(onmt_bin / "onmt_build_vocab"), "-config", "transformer.yaml", "-n_sample", "-1"],
-        work, args.threads)  # fmt: skip
+    if opennmt:
+        config = (ROOT / "bench/opennmt/transformer.yaml").read_text()
+        (work / "transformer.yaml").write_text(config)
+        (work / "run").mkdir(exist_ok=True)
+        run([str(onmt_bin / "onmt_build_vocab"), "-config", "transformer.yaml", "-n_sample", "-1"],
+            work, args.threads)  # fmt: skip
     head = lambda path: "".join(x + "\n" for x in path.read_text().splitlines()[: args.sentences])  # noqa: E731
     (work / "test.de").write_text(head(args.data / "test_2016_flickr.de"))
     (work / "test.en").write_text(head(args.data / "test_2016_flickr.en"))

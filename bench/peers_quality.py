@@ -1,7 +1,7 @@
 """Time to quality: train systems for the same wall-clock time on one machine and score each at
 --marks minutes (test_2016_flickr, beam 5, sacreBLEU cased).
 
-    python bench/peers_quality.py --opennmt-venv ONMT_VENV [--data data/multi30k] --work DIR
+    python bench/peers_quality.py [--opennmt-venv ONMT_VENV] [--data data/multi30k] --work DIR
         [--systems seqtasks opennmt] [--minutes 30] [--marks 10 20 30] [--every 25]
         [--side-by-side | --one-at-a-time]
 
@@ -38,7 +38,7 @@ LINEAR = ["--model.init_args.encoder.init_args.self_attention", "linear",
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--opennmt-venv", type=Path, required=True)
+    p.add_argument("--opennmt-venv", type=Path, help="OpenNMT-py's environment, for opennmt")
     p.add_argument("--data", type=Path, default=Path("data/multi30k"))
     p.add_argument("--work", type=Path, required=True)
     p.add_argument("--systems", nargs="+", default=["seqtasks", "opennmt"],
@@ -49,7 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--one-at-a-time", action="store_true")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="for scoring")
     p.add_argument("--sentences", type=int, default=1000, help="test sentences scored")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if "opennmt" in args.systems and args.opennmt_venv is None:
+        p.error("--systems opennmt needs --opennmt-venv (bash bench/opennmt/install.sh VENV)")
+    return args
 
 
 def command(system: str, folder: Path, args: argparse.Namespace) -> list[str]:
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
-    runner = prepare(args)
+    runner = prepare(args, opennmt="opennmt" in args.systems)
     starts = train(args, args.systems)
     scorer = Systems(runner.onmt_bin, runner.data, runner.work, args.threads)
     result: dict = {"minutes": args.minutes, "side_by_side": not args.one_at_a_time,

@@ -328,6 +328,49 @@ MUTANTS = [
         "phi_k = phi_k",
         ("test_linear_attention.py::test_non_causal_form_is_eq5_over_the_real_keys",),
     ),
+    Mutant(
+        "the loss watch names the last non-finite loss instead of the first",
+        "seqtasks/training/finite.py",
+        "first = bad & ~self._bad",
+        "first = bad",
+        ("test_finite.py::test_the_first_non_finite_loss_is_named_with_its_step_and_batch",),
+    ),
+    Mutant(
+        "batches are never pinned, even for a GPU",
+        "seqtasks/data/batch.py",
+        'return trainer is not None and trainer.strategy.root_device.type == "cuda"',
+        "return False",
+        ("test_finite.py::test_batches_are_pinned_only_for_a_cuda_trainer",),
+    ),
+    Mutant(
+        "freed host memory is handed back to the kernel (malloc left as it is)",
+        "seqtasks/training/host_memory.py",
+        "return mallopt(M_MMAP_THRESHOLD, LARGE) == 1 and ",
+        "return True or ",
+        ("test_host_memory.py::test_freed_large_tensors_are_reused_without_page_faults",),
+    ),
+    Mutant(
+        "peers' useful FLOPs leave out the backward pass",
+        "bench/peers.py",
+        "return 3 * flops / tokens",
+        "return flops / tokens",
+        ("test_bench_peers.py::test_useful_flops_per_token_equal_pytorchs_count_of_a_training_step",),
+    ),
+    Mutant(
+        "peers' tokens/s starts its clock one step late",
+        "bench/peers_systems.py",
+        "start = steps[warmup - 1][0] if warmup else steps[0][0]",
+        "start = steps[warmup][0]",
+        ("test_bench_peers.py::test_rate_counts_the_steps_after_the_warmup_from_the_end_of_the_last_warmup_step",),
+    ),
+
+    Mutant(
+        "the smoothed cross-entropy's gradient without the smoothing's share of every class",
+        "seqtasks/layers/cross_entropy.py",
+        "block.exp_().sub_(smoothing / vocab)",
+        "block.exp_()",
+        ("test_cross_entropy.py::test_losses_and_gradients_equal_torchs_cross_entropy",),
+    ),
 ]
 
 
