@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="for scoring")
     p.add_argument("--sentences", type=int, default=1000, help="test sentences scored")
     args = p.parse_args(argv)
+    if max(args.marks) > args.minutes:
+        p.error(f"a mark ({max(args.marks):g}) after --minutes ({args.minutes:g})")
     if "opennmt" in args.systems and args.opennmt_venv is None:
         p.error("--systems opennmt needs --opennmt-venv (bash bench/opennmt/install.sh VENV)")
     return args
@@ -74,12 +76,15 @@ def command(system: str, folder: Path, args: argparse.Namespace) -> list[str]:
 
 
 def train(args: argparse.Namespace, systems: list[str]) -> dict[str, float]:
-    """Start each system (pinned to a core of its own when side by side), stop all after
-    --minutes; their start times."""
+    """Start each system (pinned to a core of its own when side by side), stop all a minute
+    after --minutes; their start times."""
     threads = 1 if not args.one_at_a_time else os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(BENCH)}  # fmt: skip
     children, starts = {}, {}
+    # a minute past the last mark: a checkpoint being written when a run is killed is never one
+    # that is scored (OpenNMT-py does not write its checkpoints atomically)
+    run_for = args.minutes * 60 + 60
     for core, system in enumerate(systems):
         folder = args.work / f"quality_{system}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -92,9 +97,9 @@ def train(args: argparse.Namespace, systems: list[str]) -> dict[str, float]:
                                                 stderr=subprocess.STDOUT)  # fmt: skip
         print(f"{system}: started, log in {folder / 'train.out'}", flush=True)
         if args.one_at_a_time:
-            stop(children, args.minutes * 60, starts[system])
+            stop(children, run_for, starts[system])
     if not args.one_at_a_time:
-        stop(children, args.minutes * 60, min(starts.values()))
+        stop(children, run_for, min(starts.values()))
     return starts
 
 
