@@ -23,7 +23,8 @@ OMP_WAIT_POLICY=PASSIVE, interleaved (seqtasks, OpenNMT-py, seqtasks, … --roun
      training reaches: useful FLOPs per target token (matrix products of the forward pass on the
      real, unpadded lengths of the training data, × 3 for the backward) × tokens/s.
 Figures are min/median/max over rounds; ratios are of medians. --quick: 15 steps after 5, 200
-sentences (about 12 minutes on 2 cores). With --json the last stdout line is one JSON object.
+sentences, outputs of at most 60 subwords (models of 20 steps write to the limit). With --json
+the last stdout line is one JSON object.
 """
 
 from __future__ import annotations
@@ -65,11 +66,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seqtasks-checkpoint", default=None)
     p.add_argument("--opennmt-checkpoint", default=None)
-    p.add_argument("--quick", action="store_true", help="--steps 15 --warmup 5 --sentences 200")
+    p.add_argument("--max-length", type=int, default=250,
+                   help="output subwords at most, OpenNMT-py and CTranslate2 (seqtasks: its own "
+                   "per-sentence limit)")  # fmt: skip
+    p.add_argument("--quick", action="store_true",
+                   help="--steps 15 --warmup 5 --sentences 200 --max-length 60")  # fmt: skip
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.warmup, args.sentences = 15, 5, 200
+        args.steps, args.warmup, args.sentences, args.max_length = 15, 5, 200, 60
     if not (args.opennmt_venv / "bin" / "onmt_train").exists():
         p.error(f"{args.opennmt_venv} has no bin/onmt_train: bash bench/opennmt/install.sh VENV")
     if not (args.data / "spm.de.model").exists():
@@ -198,7 +203,8 @@ def measure(args: argparse.Namespace) -> dict:
         for name, system, key, compute_type in DECODERS:
             source = args.work / ("test.de" if system == "seqtasks" else "test.de.sp")
             out = args.work / f"out_{key}_{r}.en.sp"
-            result = systems.decode(system, models[key], source, out, 5, compute_type)
+            result = systems.decode(system, models[key], source, out, 5, compute_type,
+                                    args.max_length)  # fmt: skip
             result["bleu"] = bleu(out, args.work / "test.en", args.data / "spm.en.model")
             decode[name].append(result)
             log(f"round {r + 1} beam 5 {name}: {result['sentences_per_s']:.1f} sent/s, "
@@ -239,22 +245,22 @@ def report(args: argparse.Namespace, train: dict, decode: dict, rates: list[floa
         log(f"  {name:<20} {sents['median']:6.1f} | {toks['min']:7,.0f} / {toks['median']:7,.0f}"
             f" / {toks['max']:7,.0f} | {result['decode'][name]['peak_mb']['median']:6,.0f} | "
             f"{runs[-1]['bleu']:.2f}")  # fmt: skip
-    median = lambda part, name, key: result[part][name][key]["median"]  # noqa: E731
-    result["train_ratio"] = median("train", "seqtasks", "tokens_per_s") / median(
-        "train", "opennmt", "tokens_per_s"
-    )
-    result["memory_ratio"] = median("train", "seqtasks", "peak_mb") / median(
-        "train", "opennmt", "peak_mb"
-    )
-    result["beam_ratio"] = median("decode", "seqtasks", "tokens_per_s") / median(
-        "decode", "opennmt", "tokens_per_s"
-    )
-    result["ct2_fp32_ratio"] = median("decode", "seqtasks", "tokens_per_s") / median(
-        "decode", "ct2(opennmt) fp32", "tokens_per_s"
-    )
-    log(f"seqtasks ÷ OpenNMT-py: training {result['train_ratio']:.2f}×, peak memory "
-        f"{result['memory_ratio']:.2f}×, beam-5 tokens/s {result['beam_ratio']:.2f}×; "
-        f"÷ CTranslate2 fp32 (OpenNMT-py's) {result['ct2_fp32_ratio']:.2f}×")  # fmt: skip
+
+    def ratio(part: str, name: str, other: str, key: str) -> float | None:
+        """Of medians; None where the other's is 0 (untrained models may write nothing)."""
+        below = result[part][other][key]["median"]
+        return result[part][name][key]["median"] / below if below else None
+
+    def times(value: float | None) -> str:
+        return "n/a (nothing decoded)" if value is None else f"{value:.2f}×"
+
+    result["train_ratio"] = ratio("train", "seqtasks", "opennmt", "tokens_per_s")
+    result["memory_ratio"] = ratio("train", "seqtasks", "opennmt", "peak_mb")
+    result["beam_ratio"] = ratio("decode", "seqtasks", "opennmt", "tokens_per_s")
+    result["ct2_fp32_ratio"] = ratio("decode", "seqtasks", "ct2(opennmt) fp32", "tokens_per_s")
+    log(f"seqtasks ÷ OpenNMT-py: training {times(result['train_ratio'])}, peak memory "
+        f"{times(result['memory_ratio'])}, beam-5 tokens/s {times(result['beam_ratio'])}; "
+        f"÷ CTranslate2 fp32 (OpenNMT-py's) {times(result['ct2_fp32_ratio'])}")  # fmt: skip
     if args.json:
         print(json.dumps(result), flush=True)
     return result

@@ -55,7 +55,7 @@ def ctranslate2_decode(args: argparse.Namespace, lines: list[str]) -> tuple[floa
     start = time.perf_counter()
     results = translator.translate_batch(
         pieces, beam_size=args.beam, max_batch_size=args.max_tokens, batch_type="tokens",
-        max_decoding_length=250,
+        max_decoding_length=args.max_length,
     )  # fmt: skip
     return time.perf_counter() - start, [r.hypotheses[0] for r in results]
 
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens a batch")
     parser.add_argument("--compute-type", default="float32")
+    parser.add_argument("--max-length", type=int, default=250, help="CTranslate2's output limit")
     args = parser.parse_args(argv)
     lines = args.source.read_text(encoding="utf-8").splitlines()
     decode = seqtasks_decode if args.system == "seqtasks" else ctranslate2_decode

@@ -115,13 +115,13 @@ class Systems:
                 "steps": len(clocked), "model": str(folder / f"model_step_{steps}.pt")}  # fmt: skip
 
     def decode(self, system: str, model: str, source: Path, out: Path, beam: int,
-               compute_type: str = "float32") -> dict:  # fmt: skip
+               compute_type: str = "float32", max_length: int = 250) -> dict:  # fmt: skip
         """Beam search of `source` (raw text for seqtasks, pieces for the others): seconds,
         sentences, output tokens, peak MB; the output pieces in `out`."""
         if system == "opennmt":
             cmd = [str(self.onmt_bin / "onmt_translate"), "-model", model, "-src", str(source),
                    "-output", str(out), "-beam_size", str(beam), "-batch_type", "tokens",
-                   "-batch_size", "2000", "-max_length", "250", "-report_time",
+                   "-batch_size", "2000", "-max_length", str(max_length), "-report_time",
                    "-gpu", "-1"]  # fmt: skip
             # OpenNMT-py 3.5.1 pickles its options in the checkpoint: torch >= 2.6 refuses them
             child = run(cmd, self.work, self.threads, {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
@@ -138,7 +138,7 @@ class Systems:
         else:
             cmd = [sys.executable, str(BENCH / "peers_decode.py"), system, model, str(source),
                    str(out), "--beam", str(beam), "--threads", str(self.threads),
-                   "--compute-type", compute_type]  # fmt: skip
+                   "--compute-type", compute_type, "--max-length", str(max_length)]  # fmt: skip
             child = run(cmd, self.work, self.threads)
             result = json.loads(child.stdout.strip().splitlines()[-1])
         return {**result, "peak_mb": child.peak_mb,
