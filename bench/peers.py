@@ -92,6 +92,11 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
+def three(values: dict[str, float]) -> str:
+    """A spread as `min / median / max`, thousands separated."""
+    return " / ".join(f"{values[k]:7,.0f}" for k in ("min", "median", "max"))
+
+
 def prepare(args: argparse.Namespace, opennmt: bool = True) -> Systems:
     """Pieces for OpenNMT-py (the project's sentencepiece models), its config and vocabularies
     (unless `opennmt` is false), and the test slice, in the working folder."""
@@ -232,8 +237,7 @@ def report(args: argparse.Namespace, train: dict, decode: dict, rates: list[floa
         fraction = speed["median"] * flop / 1e9 / matmul["median"]
         result["train"][name] = {"tokens_per_s": speed, "peak_mb": peak,
                                  "matmul_fraction": fraction}  # fmt: skip
-        log(f"  {name:<20} {speed['min']:7,.0f} / {speed['median']:7,.0f} / {speed['max']:7,.0f}"
-            f" | {peak['median']:6,.0f} | {100 * fraction:4.1f} %")  # fmt: skip
+        log(f"  {name:<20} {three(speed)} | {peak['median']:6,.0f} | {100 * fraction:4.1f} %")
     log("beam 5: sentences/s, output tokens/s (min / median / max) | peak MB | BLEU")
     for name, runs in decode.items():
         sents = spread([x["sentences_per_s"] for x in runs])
@@ -242,9 +246,10 @@ def report(args: argparse.Namespace, train: dict, decode: dict, rates: list[floa
                                   "peak_mb": spread([x["peak_mb"] for x in runs]),
                                   "bleu": runs[-1]["bleu"],
                                   "tokens": runs[-1]["tokens"]}  # fmt: skip
-        log(f"  {name:<20} {sents['median']:6.1f} | {toks['min']:7,.0f} / {toks['median']:7,.0f}"
-            f" / {toks['max']:7,.0f} | {result['decode'][name]['peak_mb']['median']:6,.0f} | "
-            f"{runs[-1]['bleu']:.2f}")  # fmt: skip
+        log(
+            f"  {name:<20} {sents['median']:6.1f} | {three(toks)} | "
+            f"{result['decode'][name]['peak_mb']['median']:6,.0f} | {runs[-1]['bleu']:.2f}"
+        )
 
     def ratio(part: str, name: str, other: str, key: str) -> float | None:
         """Of medians; None where the other's is 0 (untrained models may write nothing)."""

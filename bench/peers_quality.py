@@ -25,12 +25,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from peers import bleu, prepare  # noqa: E402
-from peers_systems import BENCH, ROOT, Systems  # noqa: E402
+from peers_systems import BENCH, Systems, seqtasks_fit  # noqa: E402
 
 LINEAR = ["--model.init_args.encoder.init_args.self_attention", "linear",
           "--model.init_args.decoder.init_args.self_attention", "linear"]  # fmt: skip
@@ -66,13 +65,9 @@ def command(system: str, folder: Path, args: argparse.Namespace) -> list[str]:
              "init_args": {"dirpath": str(folder), "filename": "step{step}", "save_top_k": -1,
                            "every_n_train_steps": args.every,
                            "auto_insert_metric_name": False}}  # fmt: skip
-    return [sys.executable, "-m", "seqtasks", "fit",
-            "--config", str(ROOT / "configs/translation/transformer.yaml"),
-            "--data.init_args.data_dir", str(args.data.resolve()), "--trainer.max_time", "null",
-            "--trainer.max_epochs", "1000", "--trainer.limit_val_batches", "0",
-            "--trainer.num_sanity_val_steps", "0", "--trainer.default_root_dir", str(folder),
-            "--trainer.callbacks", json.dumps([saver]),
-            *(LINEAR if system == "seqtasks-linear" else [])]  # fmt: skip
+    linear = LINEAR if system == "seqtasks-linear" else []
+    return seqtasks_fit(args.data.resolve(), folder, [saver], "--trainer.max_epochs", "1000",
+                        *linear)  # fmt: skip
 
 
 def train(args: argparse.Namespace, systems: list[str]) -> dict[str, float]:

@@ -72,6 +72,17 @@ def onmt_steps(log: str) -> list[tuple[float, int]]:
     return steps
 
 
+def seqtasks_fit(data: Path, folder: Path, callbacks: list[dict], *options: str) -> list[str]:
+    """`seqtasks fit` of configs/translation/transformer.yaml on `data`, into `folder`, with no
+    time limit, no validation and only `callbacks`; `options` go to the command line."""
+    return [sys.executable, "-m", "seqtasks", "fit",
+            "--config", str(ROOT / "configs/translation/transformer.yaml"),
+            "--data.init_args.data_dir", str(data), "--trainer.max_time", "null",
+            "--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0",
+            "--trainer.default_root_dir", str(folder), "--trainer.callbacks",
+            json.dumps(callbacks), *options]  # fmt: skip
+
+
 @dataclass
 class Systems:
     """Where things are: the OpenNMT-py environment, the data, the working folder."""
@@ -90,13 +101,9 @@ class Systems:
             "class_path": "peers_clock.StepClock",
             "init_args": {"path": str(clock), "checkpoint": str(folder / "model.ckpt")},
         }
-        cmd = [sys.executable, "-m", "seqtasks", "fit",
-               "--config", str(ROOT / "configs/translation/transformer.yaml"),
-               "--data.init_args.data_dir", str(self.data), "--trainer.max_steps", str(steps),
-               "--trainer.max_time", "null", "--trainer.limit_val_batches", "0",
-               "--trainer.num_sanity_val_steps", "0", "--trainer.logger", "false",
-               "--trainer.enable_checkpointing", "false", "--trainer.default_root_dir",
-               str(folder), "--trainer.callbacks", json.dumps([callback])]  # fmt: skip
+        cmd = seqtasks_fit(self.data, folder, [callback], "--trainer.max_steps", str(steps),
+                           "--trainer.logger", "false", "--trainer.enable_checkpointing",
+                           "false")  # fmt: skip
         child = run(cmd, folder, self.threads, {"PYTHONPATH": str(BENCH)})
         clocked = [tuple(step) for step in json.loads(clock.read_text())]
         return {"tokens_per_s": rate(clocked, warmup), "peak_mb": child.peak_mb,
