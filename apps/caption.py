@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import add_stop_option, positive_int
 from seqtasks.data.captions import load_images
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
     )
     parser.add_argument("--beam", type=positive_int, default=3, help="beam size; 1 = greedy")
+    add_stop_option(parser)
     parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="images per batch")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         captions = []
         if pixels is not None:
             captions = model.caption(
-                pixels, args.beam, attention=args.attention_maps is not None
+                pixels, args.beam, attention=args.attention_maps is not None, stop=args.stop
             )
         by_index = {first + j: (pixels[k], c) for k, (j, c) in enumerate(zip(readable, captions))}
         for i in chunk:

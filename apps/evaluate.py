@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import non_negative_int, positive_int, text_file
+from seqtasks.cli.arguments import add_stop_option, non_negative_int, positive_int, text_file
 from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES, read_captions
 from seqtasks.data.text import read_parallel
 from seqtasks.evaluation.captioning import caption_images, captioning_report, nearest_neighbour
@@ -79,9 +79,12 @@ def evaluate_translation(args: argparse.Namespace) -> int:
     outputs = output_paths(args.output, [path for path, _ in models]) if args.output else []
     reports, curves = [], {}
     for number, (path, model) in enumerate(models):
-        results = model.translate(sources, beam=args.beam, max_tokens=args.max_tokens)
+        results = model.translate(
+            sources, beam=args.beam, max_tokens=args.max_tokens, stop=args.stop
+        )
         hypotheses = [best.text for best in results]
         report = translation_report(path, hypotheses, sources, references, args.beam, args.buckets)
+        report["stop"] = args.stop or model.task.beam_stop
         if outputs:
             write_atomic(outputs[number], "".join(h + "\n" for h in hypotheses))
             report["output"] = str(outputs[number])
@@ -115,10 +118,11 @@ def evaluate_parsing(args: argparse.Namespace) -> int:
         source["pred_file"] = str(args.pred)
     else:
         words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
-        parses = model.parse(words, beam=args.beam)
+        parses = model.parse(words, beam=args.beam, stop=args.stop)
         preds = [p.tree for p in parses]
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
-        source |= {"checkpoint": str(args.checkpoint), "beam": args.beam}
+        stop = args.stop or model.task.beam_stop
+        source |= {"checkpoint": str(args.checkpoint), "beam": args.beam, "stop": stop}
         if args.output:
             write_atomic(args.output, "".join(to_line(t) + "\n" for t in preds))
     report, lines = parsing_report(golds, preds, args.buckets, malformed)
@@ -144,7 +148,7 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
     split = splits[args.split]
     shapes = all(image.scene is not None for image in split)
     images, captions, unreadable = caption_images(
-        model, split, args.batch_size, args.beam, shapes, fail
+        model, split, args.batch_size, args.beam, shapes, fail, args.stop
     )
     if not images:
         return fail(f"none of the {len(split)} images of the split can be read")
@@ -159,7 +163,8 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
         except ValueError as error:
             return fail(error)
     scores, lines = captioning_report(images, captions, args.meteor, baseline)
-    report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam}
+    report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam,
+              "stop": args.stop or model.task.beam_stop}  # fmt: skip
     report |= scores | {"images_unreadable": [str(path) for path in unreadable]}
     if unreadable:
         warning = (
@@ -194,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     translation.add_argument("--src", required=True, type=text_file)
     translation.add_argument("--ref", required=True, type=text_file)
     translation.add_argument("--beam", type=positive_int, default=5)
+    add_stop_option(translation)
     translation.add_argument("--max-tokens", type=positive_int, default=2000)
     translation.add_argument(
         "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
@@ -216,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
     source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
     parsing.add_argument("--beam", type=positive_int, default=10)
+    add_stop_option(parsing)
     parsing.add_argument(
         "--buckets",
         type=positive_int,
@@ -242,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     captioning.add_argument("--test-images", type=non_negative_int, default=TEST_IMAGES)
     captioning.add_argument("--beam", type=positive_int, default=3)
+    add_stop_option(captioning)
     captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
     captioning.add_argument(
         "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"

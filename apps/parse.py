@@ -25,7 +25,7 @@ from pathlib import Path
 from nltk.tree import Tree, TreePrettyPrinter
 
 import seqtasks
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import add_stop_option, positive_int
 from seqtasks.data.text import read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
@@ -42,6 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--format", choices=["ptb", "pretty", "svg"], default="ptb")
     parser.add_argument("--beam", type=positive_int, default=10, help="beam size; 1 = greedy")
+    add_stop_option(parser)
     parser.add_argument(
         "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
     )
@@ -85,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             todo.append(i - 1)
-    parses = dict(zip(todo, model.parse([sentences[i] for i in todo], beam=args.beam)))
+    parsed = model.parse([sentences[i] for i in todo], beam=args.beam, stop=args.stop)
+    parses = dict(zip(todo, parsed))
     for i in range(len(sentences)):
         if i in parses:
             sys.stdout.write(render(parses[i].tree, args.format))

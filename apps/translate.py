@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import add_stop_option, positive_int
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
@@ -37,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="where to write (default: stdout)")
     parser.add_argument("--beam", type=positive_int, default=5, help="beam size; 1 = greedy")
     parser.add_argument("--n-best", type=positive_int, default=1, help="K hypotheses per line")
+    add_stop_option(parser)
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
     parser.add_argument(
         "--max-tokens", type=positive_int, default=2000, help="source tokens per batch"
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens=args.max_tokens,
         max_length=args.max_length,
         attention=args.attention_plots is not None,
+        stop=args.stop,
     )
     if args.n_best == 1:
         out = [best.text for best in results]

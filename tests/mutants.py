@@ -371,6 +371,30 @@ MUTANTS = [
         "block.exp_()",
         ("test_cross_entropy.py::test_losses_and_gradients_equal_torchs_cross_entropy",),
     ),
+    Mutant(
+        "beam search's exact stop waits for K finished hypotheses again",
+        "seqtasks/search/beam.py",
+        "return not _live_may_win(finished, best_live, (t + 2, max(",
+        "return len(finished) >= k and not _live_may_win(finished, best_live, (t + 2, max(",
+        ("test_search.py::test_beam_stops_once_no_live_hypothesis_can_change_the_best",),
+    ),
+    Mutant(
+        "beam search's heuristic stop without waiting for K finished",
+        "seqtasks/search/beam.py",
+        "return len(finished) >= k and not _live_may_win(\n",
+        "return not _live_may_win(\n",
+        ("test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",),
+    ),
+    Mutant(
+        "beam search's exact stop judges live beams at the next step's length (heuristically)",
+        "seqtasks/search/beam.py",
+        "(t + 2, max(limit, t + 2)), alpha",
+        "(t + 2, t + 2), alpha",
+        (
+            "test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",
+            "test_search.py::test_beam_does_not_stop_while_a_live_hypothesis_is_better",
+        ),
+    ),
 ]
 
 

@@ -93,6 +93,48 @@ def test_bad_arguments_are_refused_by_name(checkpoints):
         seqtasks.load(checkpoints["parsing"], task="translation")
 
 
+def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
+    checkpoints, monkeypatch, tmp_path, capsys
+):
+    """`stop=` of each API call (`--stop` of the apps), else the task's `beam_stop`, is the
+    rule beam search gets; an unknown one is refused by name, by the API, the task and apps."""
+    from conftest import load_script
+
+    import seqtasks.tasks.base as base
+
+    rules = []
+
+    def recording(*args, **kwargs):
+        rules.append(args[10])  # beam_search(decoder, memory, bos, eos, …, constraint, stop)
+        return beam_search(*args, **kwargs)
+
+    beam_search = base.beam_search
+    monkeypatch.setattr(base, "beam_search", recording)
+    translator, parser = seqtasks.load(checkpoints["rnn"]), seqtasks.load(checkpoints["parsing"])
+    captioner = seqtasks.load(checkpoints["captioning"])
+    pixels = torch.rand(1, 3, captioner.image_size, captioner.image_size)
+    translator.translate(["Ein Hund."], beam=2)
+    translator.translate(["Ein Hund."], beam=2, stop="heuristic")
+    parser.parse(["He said no ."], beam=2, stop="heuristic")
+    captioner.caption(pixels, beam=2, stop="heuristic")
+    source = tmp_path / "src.de"
+    source.write_text("Ein Hund.\n", encoding="utf-8")
+    translate = load_script("apps/translate.py")
+    options = ["--checkpoint", str(checkpoints["rnn"]), "--input", str(source), "--beam", "2"]
+    assert translate.main([*options, "--stop", "heuristic"]) == 0
+    translator.task.beam_stop = "heuristic"
+    translator.translate(["Ein Hund."], beam=2)
+    assert rules == ["exact", "heuristic", "heuristic", "heuristic", "heuristic", "heuristic"]
+    with pytest.raises(ValueError, match="stop must be one of exact, heuristic, got 'fast'"):
+        translator.translate(["Ein Hund."], stop="fast")
+    with pytest.raises(ValueError, match="beam_stop must be one of exact, heuristic"):
+        TranslationTask(RNN, LUONG, 10, 10, beam_stop="fast")
+    with pytest.raises(SystemExit) as exit_:
+        translate.parse_args([*options, "--stop", "fast"])
+    assert exit_.value.code == 2
+    assert "argument --stop: invalid choice: 'fast'" in capsys.readouterr().err
+
+
 def test_load_of_a_damaged_or_foreign_file_says_what_is_wrong(checkpoints, tmp_path):
     """The messages of docs/bad_input.md, through `seqtasks.load`."""
     empty = tmp_path / "empty.ckpt"

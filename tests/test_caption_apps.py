@@ -155,7 +155,7 @@ def test_evaluate_captioning_scores_each_caption_against_its_own_image(
     texts = [image.captions[0] if i % 2 == 0 else "a red" for i, image in enumerate(images)]
     said = iter(texts)
 
-    def oracle(self, pixels, beam_size=3, return_attention=False, n_best=1):
+    def oracle(self, pixels, beam_size=3, return_attention=False, n_best=1, stop=None):
         texts = [next(said) for _ in range(len(pixels))]
         return [Caption(text, text.split(), 0.0, None, (6, 6)) for text in texts]
 

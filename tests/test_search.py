@@ -429,6 +429,88 @@ def test_beam_does_not_stop_while_a_live_hypothesis_is_better(beam_size, alpha):
         assert hyp.score == pytest.approx(best_score / length_penalty(4, alpha), abs=1e-5)
 
 
+class CountingMarkov(MarkovDecoder):
+    """`MarkovDecoder` whose first step ends the output almost surely; counts its steps."""
+
+    def __init__(self):
+        super().__init__()
+        first = torch.full((8,), 1e-4).index_fill(0, torch.tensor([EOS]), 1.0)
+        self.log_table[BOS] = (first / first.sum()).log()
+        self.steps = 0
+
+    def step(self, prev_tokens, state):
+        self.steps += 1
+        return super().step(prev_tokens, state)
+
+
+def test_beam_stops_once_no_live_hypothesis_can_change_the_best():
+    """One output (EOS at once, log p ≈ −7e-4) that no live beam can beat even at the length
+    limit (each starts at log 1e-4 ≈ −9.2, over lp(10) = 2.5 still ≈ −3.7): the search ends
+    after one step, with one finished hypothesis, not after K = 3."""
+    decoder = CountingMarkov()
+    memory = Memory(
+        states=torch.zeros(1, 3, 4), mask=torch.ones(1, 3, dtype=torch.bool),
+        summary=torch.zeros(1, 4),
+    )  # fmt: skip
+    ((best,),) = beam_search(decoder, memory, BOS, EOS, 10, beam_size=3, alpha=1.0)
+    assert decoder.steps == 1
+    assert best.tokens == [] and best.finished
+    assert best.score == pytest.approx(math.log(1 / (1 + 7e-4)), abs=1e-6)
+
+
+class LateWinner(CountingMarkov):
+    """BOS -> EOS (p .51) ends at once; BOS 4 5 6 EOS (p .39, then ~1 a step) is less likely
+    but wins once divided by the length penalty (α = 1): −0.950 / lp(4) = −0.633 > −0.673;
+    BOS 7 EOS (p .09) is a second, poor, finished output."""
+
+    def __init__(self):
+        super().__init__()
+        table = torch.full((8, 8), 1e-4)
+        for prev, nexts in {
+            BOS: {EOS: 0.5, 4: 0.38, 7: 0.1},
+            4: {5: 0.999},
+            5: {6: 0.999},
+            6: {EOS: 0.999},
+            7: {EOS: 0.9},
+        }.items():
+            for token, p in nexts.items():
+                table[prev, token] = p
+        self.log_table = (table / table.sum(-1, keepdim=True)).log()
+
+
+@pytest.mark.parametrize(
+    ("stop", "best", "steps"), [("exact", [4, 5, 6], 4), ("heuristic", [], 2)]
+)
+def test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next(
+    stop, best, steps
+):
+    """After step 1 two outputs are finished (K = 2) and the live BOS 4 5 (−0.950) would score
+    −0.950 / lp(3) = −0.712 ending next, below BOS EOS (−0.673): the heuristic rule stops and
+    returns BOS EOS. After step 0 it must not (one finished, K = 2), though −0.948 / lp(2) is
+    below too. The exact rule sees that −0.950 / lp(10) could win and searches on to BOS 4 5 6
+    EOS, which does."""
+    decoder = LateWinner()
+    memory = Memory(
+        states=torch.zeros(1, 3, 4), mask=torch.ones(1, 3, dtype=torch.bool),
+        summary=torch.zeros(1, 4),
+    )  # fmt: skip
+    ((found,),) = beam_search(decoder, memory, BOS, EOS, 10, beam_size=2, alpha=1.0, stop=stop)
+    assert found.tokens == best
+    assert decoder.steps == steps
+    path = [BOS, *best, EOS]
+    raw = float(decoder.log_table[path[:-1], path[1:]].sum())
+    assert found.score == pytest.approx(raw / length_penalty(len(best) + 1, 1.0), abs=1e-6)
+
+
+def test_an_unknown_stop_rule_is_refused_by_name():
+    decoder, memory = MarkovDecoder(), Memory(
+        states=torch.zeros(1, 3, 4), mask=torch.ones(1, 3, dtype=torch.bool),
+        summary=torch.zeros(1, 4),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="stop must be one of exact, heuristic, got 'early'"):
+        beam_search(decoder, memory, BOS, EOS, 5, beam_size=2, stop="early")
+
+
 class Forbid:
     """A `Constraint` that never allows `token` and allows everything else."""
 

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from seqtasks.data.captions import ImageSource, load_image
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.search import check_stop
 from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
 from seqtasks.tasks.captioning import Caption
 from seqtasks.tasks.parsing import Parse
@@ -30,11 +31,13 @@ from seqtasks.tasks.translation import Translation
 __all__ = ["Caption", "Captioner", "Model", "Parse", "Parser", "Translation", "Translator"]
 
 
-def _check(beam: int, n_best: int) -> None:
+def _check(beam: int, n_best: int, stop: str | None) -> None:
     if beam < 1 or n_best < 1:
         raise ValueError(f"beam and n_best must be positive, got beam={beam}, n_best={n_best}")
     if n_best > beam:
         raise ValueError(f"n_best={n_best} cannot exceed beam={beam}")
+    if stop is not None:
+        check_stop(stop)
 
 
 def _inputs(items: Sequence, what: str) -> list:
@@ -90,12 +93,15 @@ class Translator(Model):
         attention: bool = False,
         max_length: int = 250,
         max_tokens: int = 2000,
+        stop: str | None = None,
     ) -> list[Translation]:
         """One `Translation` per sentence (raw text), in order; an empty sentence gives an
         empty translation, a source over `max_length` subwords is cut (with a warning).
         Batches hold about `max_tokens` source subwords. `attention` keeps each translation's
-        attention matrix (its pieces × the source's, `source_pieces`)."""
-        _check(beam, n_best)
+        attention matrix (its pieces × the source's, `source_pieces`). `stop`: when beam
+        search ends ("exact" or "heuristic", `seqtasks.search.beam_search`); by default the
+        model's own (`beam_stop`, "exact" unless trained otherwise)."""
+        _check(beam, n_best, stop)
         sentences = _inputs(sentences, "sentences")
         if attention:
             self.require_attention()
@@ -106,6 +112,7 @@ class Translator(Model):
             max_tokens=max_tokens,
             max_length=max_length,
             return_attention=attention,
+            stop=stop,
         )
         return [replace(nbest[0], alternatives=list(nbest[1:])) for nbest in results]
 
@@ -130,17 +137,18 @@ class Parser(Model):
         n_best: int = 1,
         tags: Sequence[Sequence[str]] | None = None,
         max_tokens: int = 2000,
+        stop: str | None = None,
     ) -> list[Parse]:
         """One `Parse` per sentence, in order. A sentence is a string, split into PTB tokens
         (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
         are. With `tags` the preterminals carry them instead of what the model writes. An
-        empty sentence gives the empty tree `(TOP )`."""
-        _check(beam, n_best)
+        empty sentence gives the empty tree `(TOP )`. `stop` as for `Translator.translate`."""
+        _check(beam, n_best, stop)
         words = [self.tokens(sentence) for sentence in _inputs(sentences, "sentences")]
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
         return self.task.parse(
-            words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best
+            words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best, stop=stop
         )
 
     def tokens(self, sentence: str | Sequence[str]) -> list[str]:
@@ -166,16 +174,18 @@ class Captioner(Model):
         n_best: int = 1,
         attention: bool = False,
         batch_size: int = 16,
+        stop: str | None = None,
     ) -> list[Caption]:
         """One `Caption` per image, in order. An image is a file path, the bytes of an encoded
         image (an upload), a PIL image, or a row of a (B, 3, S, S) tensor of RGB in [0, 1] at
-        S = `image_size`. `attention` keeps each word's attention over the image grid.
+        S = `image_size`. `attention` keeps each word's attention over the image grid. `stop`
+        as for `Translator.translate`.
 
         Raises:
             OSError: naming the first image that cannot be read (`read` it first to caption
                 the readable ones of a mixed list).
         """
-        _check(beam, n_best)
+        _check(beam, n_best, stop)
         if attention:
             self.require_attention()
         if not isinstance(images, Tensor):
@@ -183,7 +193,9 @@ class Captioner(Model):
         captions: list[Caption] = []
         for first in range(0, len(images), batch_size):
             batch = images[first : first + batch_size]
-            captions += self.task.caption(batch, beam, return_attention=attention, n_best=n_best)
+            captions += self.task.caption(
+                batch, beam, return_attention=attention, n_best=n_best, stop=stop
+            )
         return captions
 
     def read(self, images: Sequence[ImageSource]) -> Tensor:

@@ -43,3 +43,17 @@ def text_file(text: str) -> Path:
     if path.stat().st_size == 0:
         raise argparse.ArgumentTypeError(f"{path} is empty")
     return path
+
+
+def add_stop_option(parser: argparse.ArgumentParser) -> None:
+    """`--stop`: beam search's stopping rule (`seqtasks.search.beam_search`); by default the
+    model's own (`beam_stop`)."""
+    from seqtasks.search import STOPS  # here: it imports torch, which the other types do not
+
+
+    parser.add_argument(
+        "--stop",
+        choices=STOPS,
+        help="when beam search ends: exact (cannot change the output) or heuristic (faster, as "
+        "Hugging Face's default); default: the model's own",
+    )

@@ -37,9 +37,11 @@ def caption_images(
     beam: int,
     attention: bool,
     unreadable: Callable[[str], None],
+    stop: str | None = None,
 ) -> tuple[list[CaptionedImage], list[Caption], dict[Path, str]]:
     """Caption every image that can be read, `batch_size` at a time; those that cannot are
-    passed to `unreadable` as they are found, and returned by path with the reason."""
+    passed to `unreadable` as they are found, and returned by path with the reason. `stop`:
+    beam search's stopping rule, if not the model's."""
     kept, captions, errors = [], [], {}
     for start in range(0, len(images), batch_size):
         readable, pixels, failed = read_images(model, list(images[start : start + batch_size]))
@@ -48,7 +50,7 @@ def caption_images(
         errors |= failed
         if pixels is not None:
             kept += readable
-            captions += model.caption(pixels, beam, attention=attention)
+            captions += model.caption(pixels, beam, attention=attention, stop=stop)
     return kept, captions, errors
 
 

@@ -6,15 +6,17 @@ An optional `Constraint` removes tokens from the choice at every step (their log
 becomes −inf; the others keep theirs), e.g. to allow only well-formed bracket sequences.
 """
 
-from seqtasks.search.beam import beam_search, length_penalty
+from seqtasks.search.beam import STOPS, beam_search, check_stop, length_penalty
 from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
 from seqtasks.search.single_path import greedy, sample
 from seqtasks.search.workers import run_batches
 
 __all__ = [
+    "STOPS",
     "Constraint",
     "Hypothesis",
     "beam_search",
+    "check_stop",
     "greedy",
     "length_penalty",
     "max_lengths",

@@ -17,7 +17,7 @@ from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
-from seqtasks.search import Constraint, Hypothesis, beam_search, greedy, max_lengths
+from seqtasks.search import Constraint, Hypothesis, beam_search, check_stop, greedy, max_lengths
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoints import refuse_non_finite
@@ -41,6 +41,7 @@ class EncoderDecoderTask(L.LightningModule):
         val_beam: beam size when decoding the validation set (1 = greedy).
         test_beam: beam size when decoding the test set and in `predict`.
         length_alpha: α of the length penalty in beam search.
+        beam_stop: when beam search ends an input, "exact" or "heuristic" (`beam_search`).
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
         torch_compile: compile the encoder's and decoder's forward passes with `torch.compile`
             (dynamic shapes, since every batch has its own lengths); search steps stay eager.
@@ -60,6 +61,7 @@ class EncoderDecoderTask(L.LightningModule):
         val_beam: int = 1,
         test_beam: int = 5,
         length_alpha: float = 1.0,
+        beam_stop: str = "exact",
         max_length_ratio: float = 1.5,
         max_length_offset: int = 10,
         torch_compile: bool = False,
@@ -75,6 +77,7 @@ class EncoderDecoderTask(L.LightningModule):
         self.monitor = monitor
         self.val_beam, self.test_beam = val_beam, test_beam
         self.length_alpha = length_alpha
+        self.beam_stop = check_stop(beam_stop, "beam_stop")
         self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
         self.val_scores, self.test_scores = self.Scores(), self.Scores()
         self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
@@ -264,9 +267,11 @@ class EncoderDecoderTask(L.LightningModule):
         beam_size: int = 1,
         n_best: int = 1,
         return_attention: bool = False,
+        stop: str | None = None,
     ) -> list[list[Hypothesis]]:
         """Greedy search for one beam and one output, batched beam search otherwise (the
-        task's length penalty), within `search_limits` and under `search_constraint`."""
+        task's length penalty; its `beam_stop` rule unless `stop` names another), within
+        `search_limits` and under `search_constraint`."""
         limits, constraint = self.search_limits(memory), self.search_constraint(memory)
         if beam_size == 1 and n_best == 1:
             return greedy(
@@ -283,6 +288,7 @@ class EncoderDecoderTask(L.LightningModule):
             n_best,
             return_attention,
             constraint,
+            self.beam_stop if stop is None else check_stop(stop, "stop"),
         )
 
     def search_limits(self, memory: Memory) -> Tensor:

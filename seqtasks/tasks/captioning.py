@@ -194,14 +194,16 @@ class CaptioningTask(EncoderDecoderTask):
         beam_size: int = 3,
         return_attention: bool = False,
         n_best: int = 1,
+        stop: str | None = None,
     ) -> list[Caption]:
         """(B, 3, S, S) RGB in [0, 1], S = `image_size` -> one caption per image, with
-        `n_best` − 1 `alternatives`."""
+        `n_best` − 1 `alternatives`; `stop`: beam search's stopping rule, if not the task's
+        `beam_stop`."""
         if self.tokenizer is None:
             raise RuntimeError("the model has no vocabulary: load it from a checkpoint")
         self.eval()
         memory = self.encoder(images.to(self.device))
-        hypotheses = self.search(memory, beam_size, n_best, return_attention)
+        hypotheses = self.search(memory, beam_size, n_best, return_attention, stop)
         captions = []
         for nbest in hypotheses:
             best, *others = [self._caption(h, memory.grid) for h in nbest]

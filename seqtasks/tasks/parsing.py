@@ -179,11 +179,13 @@ class ParsingTask(EncoderDecoderTask):
         max_rows: int = 40000,
         workers: int | None = None,
         n_best: int = 1,
+        stop: str | None = None,
     ) -> list[Parse]:
         """Parse tokenised sentences in length-sorted batches of at most `max_tokens` padded
         words and `max_rows` search rows (words × beam); one `Parse` per sentence, in input
         order, with `n_best` − 1 `alternatives`. With `tags` (e.g. gold tags) the preterminals
-        carry them; an empty sentence gives `(TOP )`.
+        carry them; an empty sentence gives `(TOP )`. `stop`: beam search's stopping rule, if
+        not the task's `beam_stop`.
 
         On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
         each on one core (`run_batches`). The defaults measured fastest on a 2-core CPU, greedy
@@ -203,7 +205,8 @@ class ParsingTask(EncoderDecoderTask):
             rows = [todo[j] for j in chunk]
             src = pad([self.vocabulary.source.encode_words(sentences[i]) + [EOS_ID] for i in rows])
             src = src.to(self.device)
-            for i, nbest in zip(rows, self.decode(src, src != PAD_ID, beam_size, n_best)):
+            nbests = self.decode(src, src != PAD_ID, beam_size, n_best, False, stop)
+            for i, nbest in zip(rows, nbests):
                 best, *others = [
                     self.read_output(h, sentences[i], tags and tags[i]) for h in nbest
                 ]

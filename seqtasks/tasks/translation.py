@@ -148,6 +148,7 @@ class TranslationTask(EncoderDecoderTask):
         max_length: int = 200,
         return_attention: bool = False,
         workers: int | None = None,
+        stop: str | None = None,
     ) -> list[list[Translation]]:
         """Translate raw sentences in length-sorted batches of about `max_tokens` source tokens.
 
@@ -155,7 +156,8 @@ class TranslationTask(EncoderDecoderTask):
         are cut with a warning. Returns, per sentence in input order, its n-best translations.
         On a CPU, `workers` threads (default: torch's thread count) take the batches in turn,
         each on one core (`run_batches`). The defaults measured fastest on a 2-core CPU
-        (docs/transformer.md, "Speed"); the output does not depend on them.
+        (docs/transformer.md, "Speed"); the output does not depend on them. `stop`: beam
+        search's stopping rule, if not the task's `beam_stop`.
         """
         if self.src_tokenizer is None or self.tgt_tokenizer is None:
             raise RuntimeError("the model has no tokenisers: load it from a checkpoint")
@@ -168,7 +170,7 @@ class TranslationTask(EncoderDecoderTask):
         def translate_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([encoded[i] + [EOS_ID] for i in rows]).to(self.device)
-            nbests = self.decode(src, src != PAD_ID, beam_size, n_best, return_attention)
+            nbests = self.decode(src, src != PAD_ID, beam_size, n_best, return_attention, stop)
             for i, nbest in zip(rows, nbests):
                 results[i] = [self._translation(h) for h in nbest]
 
