@@ -44,13 +44,14 @@ from pathlib import Path  # noqa: E402
 
 from peers_systems import ROOT, Systems, run  # noqa: E402
 
-DECODERS = [  # (name, system, model key, compute type)
-    ("seqtasks", "seqtasks", "seqtasks", "float32"),
-    ("opennmt", "opennmt", "opennmt", "float32"),
-    ("ct2(opennmt) fp32", "ctranslate2", "ct2_opennmt_float32", "float32"),
-    ("ct2(opennmt) int8", "ctranslate2", "ct2_opennmt_int8", "int8"),
-    ("ct2(seqtasks) fp32", "ctranslate2", "ct2_seqtasks_float32", "float32"),
-    ("ct2(seqtasks) int8", "ctranslate2", "ct2_seqtasks_int8", "int8"),
+DECODERS = [  # (name, system, model key, compute type, seqtasks' stopping rule)
+    ("seqtasks", "seqtasks", "seqtasks", "float32", "exact"),
+    ("seqtasks heuristic", "seqtasks", "seqtasks", "float32", "heuristic"),
+    ("opennmt", "opennmt", "opennmt", "float32", None),
+    ("ct2(opennmt) fp32", "ctranslate2", "ct2_opennmt_float32", "float32", None),
+    ("ct2(opennmt) int8", "ctranslate2", "ct2_opennmt_int8", "int8", None),
+    ("ct2(seqtasks) fp32", "ctranslate2", "ct2_seqtasks_float32", "float32", None),
+    ("ct2(seqtasks) int8", "ctranslate2", "ct2_seqtasks_int8", "int8", None),
 ]
 
 
@@ -205,11 +206,11 @@ def measure(args: argparse.Namespace) -> dict:
     convert(systems, models)
     decode = {name: [] for name, *_ in DECODERS}
     for r in range(args.rounds):
-        for name, system, key, compute_type in DECODERS:
+        for name, system, key, compute_type, stop in DECODERS:
             source = args.work / ("test.de" if system == "seqtasks" else "test.de.sp")
-            out = args.work / f"out_{key}_{r}.en.sp"
+            out = args.work / f"out_{key}_{stop or 'own'}_{r}.en.sp"
             result = systems.decode(system, models[key], source, out, 5, compute_type,
-                                    args.max_length)  # fmt: skip
+                                    args.max_length, stop)  # fmt: skip
             result["bleu"] = bleu(out, args.work / "test.en", args.data / "spm.en.model")
             decode[name].append(result)
             log(f"round {r + 1} beam 5 {name}: {result['sentences_per_s']:.1f} sent/s, "
@@ -262,9 +263,13 @@ def report(args: argparse.Namespace, train: dict, decode: dict, rates: list[floa
     result["train_ratio"] = ratio("train", "seqtasks", "opennmt", "tokens_per_s")
     result["memory_ratio"] = ratio("train", "seqtasks", "opennmt", "peak_mb")
     result["beam_ratio"] = ratio("decode", "seqtasks", "opennmt", "tokens_per_s")
+    result["beam_ratio_heuristic"] = ratio(
+        "decode", "seqtasks heuristic", "opennmt", "tokens_per_s"
+    )
     result["ct2_fp32_ratio"] = ratio("decode", "seqtasks", "ct2(opennmt) fp32", "tokens_per_s")
     log(f"seqtasks ÷ OpenNMT-py: training {times(result['train_ratio'])}, peak memory "
-        f"{times(result['memory_ratio'])}, beam-5 tokens/s {times(result['beam_ratio'])}; "
+        f"{times(result['memory_ratio'])}, beam-5 tokens/s {times(result['beam_ratio'])} "
+        f"({times(result['beam_ratio_heuristic'])} with the heuristic stop); "
         f"÷ CTranslate2 fp32 (OpenNMT-py's) {times(result['ct2_fp32_ratio'])}")  # fmt: skip
     if args.json:
         print(json.dumps(result), flush=True)

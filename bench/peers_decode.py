@@ -2,6 +2,7 @@
 that its peak memory is its own).
 
     python bench/peers_decode.py seqtasks CKPT SOURCE OUT [--beam 5] [--threads 2]
+        [--stop exact|heuristic]
     python bench/peers_decode.py ctranslate2 MODEL_DIR PIECES OUT [--beam 5] [--threads 2]
         [--compute-type float32|int8]
 
@@ -37,7 +38,9 @@ def seqtasks_decode(args: argparse.Namespace, lines: list[str]) -> tuple[float, 
     torch.set_num_threads(args.threads)
     translator = seqtasks.load(args.model, device="cpu")
     start = time.perf_counter()
-    results = translator.translate(lines, beam=args.beam, max_tokens=args.max_tokens)
+    results = translator.translate(
+        lines, beam=args.beam, max_tokens=args.max_tokens, stop=args.stop
+    )
     return time.perf_counter() - start, [r.tokens for r in results]
 
 
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens a batch")
     parser.add_argument("--compute-type", default="float32")
     parser.add_argument("--max-length", type=int, default=250, help="CTranslate2's output limit")
+    parser.add_argument("--stop", help="seqtasks' beam stopping rule (default: the model's)")
     args = parser.parse_args(argv)
     lines = args.source.read_text(encoding="utf-8").splitlines()
     decode = seqtasks_decode if args.system == "seqtasks" else ctranslate2_decode

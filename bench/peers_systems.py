@@ -122,9 +122,11 @@ class Systems:
                 "steps": len(clocked), "model": str(folder / f"model_step_{steps}.pt")}  # fmt: skip
 
     def decode(self, system: str, model: str, source: Path, out: Path, beam: int,
-               compute_type: str = "float32", max_length: int = 250) -> dict:  # fmt: skip
+               compute_type: str = "float32", max_length: int = 250,
+               stop: str | None = None) -> dict:  # fmt: skip
         """Beam search of `source` (raw text for seqtasks, pieces for the others): seconds,
-        sentences, output tokens, peak MB; the output pieces in `out`."""
+        sentences, output tokens, peak MB; the output pieces in `out`. `stop`: seqtasks'
+        stopping rule (its model's own if None)."""
         if system == "opennmt":
             cmd = [str(self.onmt_bin / "onmt_translate"), "-model", model, "-src", str(source),
                    "-output", str(out), "-beam_size", str(beam), "-batch_type", "tokens",
@@ -146,6 +148,8 @@ class Systems:
             cmd = [sys.executable, str(BENCH / "peers_decode.py"), system, model, str(source),
                    str(out), "--beam", str(beam), "--threads", str(self.threads),
                    "--compute-type", compute_type, "--max-length", str(max_length)]  # fmt: skip
+            if stop is not None:
+                cmd += ["--stop", stop]
             child = run(cmd, self.work, self.threads)
             result = json.loads(child.stdout.strip().splitlines()[-1])
         return {**result, "peak_mb": child.peak_mb,
