@@ -15,8 +15,9 @@ OMP_WAIT_POLICY=PASSIVE, interleaved (seqtasks, OpenNMT-py, seqtasks, … --roun
      (seqtasks: bench/peers_clock.py; OpenNMT-py: its log at report_every 1); peak RSS;
   2. beam search (beam 5, batches of 2,000 source tokens) of the first --sentences sentences of
      test_2016_flickr: sentences/s and output tokens/s (subwords, EOS not counted), peak RSS,
-     BLEU (sacreBLEU, cased) for seqtasks, OpenNMT-py (`onmt_translate`), and CTranslate2 in
-     float32 and int8 for OpenNMT-py's converted checkpoint and for seqtasks' export. The models
+     BLEU (sacreBLEU, cased) for seqtasks (with its exact and with its heuristic stopping rule,
+     docs/transformer.md), OpenNMT-py (`onmt_translate`), and CTranslate2 in float32 and int8
+     for OpenNMT-py's converted checkpoint and for seqtasks' export. The models
      are the given checkpoints (trained ones: outputs of a realistic length), else those of the
      last training round;
   3. the machine's float32 matmul rate (bench/matmul.py, each round) and the fraction of it that
