@@ -21,6 +21,7 @@ from seqtasks.search import Constraint, Hypothesis, beam_search, check_stop, gre
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoints import refuse_non_finite
+from seqtasks.training.compiling import compile_parts
 from seqtasks.training.finite import LossWatch
 from seqtasks.training.resume import RESUME_KEY, from_every_process, process_state, set_random_state
 
@@ -43,8 +44,8 @@ class EncoderDecoderTask(L.LightningModule):
         length_alpha: α of the length penalty in beam search.
         beam_stop: when beam search ends an input, "exact" or "heuristic" (`beam_search`).
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
-        torch_compile: compile the encoder's and decoder's forward passes with `torch.compile`
-            (dynamic shapes, since every batch has its own lengths); search steps stay eager.
+        torch_compile: `compile_parts` the encoder and decoder (dynamic shapes; eager, with a
+            warning, without a C++ compiler); search steps stay eager. Slower on CPUs here.
     """
 
     encoder: Encoder
@@ -107,8 +108,7 @@ class EncoderDecoderTask(L.LightningModule):
 
     def configure_model(self) -> None:
         if self.torch_compile and not getattr(self, "_compiled", False):
-            self.encoder.compile(dynamic=True)
-            self.decoder.compile(dynamic=True)
+            compile_parts(self.encoder, self.decoder)
             self._compiled = True
 
     # ---- training ---------------------------------------------------------------------------
