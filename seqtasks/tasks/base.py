@@ -45,7 +45,7 @@ class EncoderDecoderTask(L.LightningModule):
         beam_stop: when beam search ends an input, "exact" or "heuristic" (`beam_search`).
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
         torch_compile: `compile_parts` the encoder and decoder (dynamic shapes; eager, with a
-            warning, without a C++ compiler); search steps stay eager. Slower on CPUs here.
+            warning, without a C++ compiler); search stays eager. Its speed: docs/peers.md.
     """
 
     encoder: Encoder
