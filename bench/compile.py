@@ -12,29 +12,19 @@ RSS, and its wall time from start to exit (the compilation included).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from peers_systems import BENCH, rate, run, seqtasks_fit
+from peers_systems import clocked_fit
 
 
 def train(data: Path, folder: Path, steps: int, warmup: int, compiled: bool, threads: int) -> dict:
-    folder.mkdir(parents=True, exist_ok=True)
-    clock = folder / "steps.json"
-    callback = {
-        "class_path": "peers_clock.StepClock",
-        "init_args": {"path": str(clock), "checkpoint": str(folder / "model.ckpt")},
-    }
-    cmd = seqtasks_fit(data, folder, [callback], "--trainer.max_steps", str(steps),
-                       "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
-                       "--model.init_args.torch_compile", str(compiled).lower())  # fmt: skip
+    """`clocked_fit` with `torch_compile` on or off, and its wall time."""
     start = time.perf_counter()
-    child = run(cmd, folder, threads, {"PYTHONPATH": str(BENCH)})
-    clocked = [tuple(step) for step in json.loads(clock.read_text())]
-    return {"tokens_per_s": rate(clocked, warmup), "peak_mb": child.peak_mb,
-            "wall_s": time.perf_counter() - start}  # fmt: skip
+    option = ("--model.init_args.torch_compile", str(compiled).lower())
+    result = clocked_fit(data, folder, steps, warmup, threads, *option)
+    return result | {"wall_s": time.perf_counter() - start}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -83,6 +83,27 @@ def seqtasks_fit(data: Path, folder: Path, callbacks: list[dict], *options: str)
             json.dumps(callbacks), *options]  # fmt: skip
 
 
+def clocked_fit(
+    data: Path, folder: Path, steps: int, warmup: int, threads: int, *options: str
+) -> dict:
+    """`seqtasks_fit` for `steps` optimiser steps in `folder` (`options` added), timed by
+    bench/peers_clock.py: real target tokens/s after `warmup` steps, peak MB, steps, and the
+    model it keeps."""
+    folder.mkdir(parents=True, exist_ok=True)
+    clock = folder / "steps.json"
+    callback = {
+        "class_path": "peers_clock.StepClock",
+        "init_args": {"path": str(clock), "checkpoint": str(folder / "model.ckpt")},
+    }
+    cmd = seqtasks_fit(data, folder, [callback], "--trainer.max_steps", str(steps),
+                       "--trainer.logger", "false", "--trainer.enable_checkpointing", "false",
+                       *options)  # fmt: skip
+    child = run(cmd, folder, threads, {"PYTHONPATH": str(BENCH)})
+    clocked = [tuple(step) for step in json.loads(clock.read_text())]
+    return {"tokens_per_s": rate(clocked, warmup), "peak_mb": child.peak_mb,
+            "steps": len(clocked), "model": str(folder / "model.ckpt")}  # fmt: skip
+
+
 @dataclass
 class Systems:
     """Where things are: the OpenNMT-py environment, the data, the working folder."""
@@ -94,20 +115,7 @@ class Systems:
 
     def train_seqtasks(self, name: str, steps: int, warmup: int) -> dict:
         """`seqtasks fit` of the config, `steps` optimiser steps, no validation; the model kept."""
-        folder = self.work / name
-        folder.mkdir(parents=True, exist_ok=True)
-        clock = folder / "steps.json"
-        callback = {
-            "class_path": "peers_clock.StepClock",
-            "init_args": {"path": str(clock), "checkpoint": str(folder / "model.ckpt")},
-        }
-        cmd = seqtasks_fit(self.data, folder, [callback], "--trainer.max_steps", str(steps),
-                           "--trainer.logger", "false", "--trainer.enable_checkpointing",
-                           "false")  # fmt: skip
-        child = run(cmd, folder, self.threads, {"PYTHONPATH": str(BENCH)})
-        clocked = [tuple(step) for step in json.loads(clock.read_text())]
-        return {"tokens_per_s": rate(clocked, warmup), "peak_mb": child.peak_mb,
-                "steps": len(clocked), "model": str(folder / "model.ckpt")}  # fmt: skip
+        return clocked_fit(self.data, self.work / name, steps, warmup, self.threads)
 
     def train_opennmt(self, name: str, steps: int, warmup: int) -> dict:
         """`onmt_train` of bench/opennmt/transformer.yaml for `steps` steps, a line a step."""
