@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import check_outputs, positive_int
 from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints, read_checkpoint
 from seqtasks.io.files import open_atomic
 
@@ -37,7 +37,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="K",
         help="average only the K with the highest global step",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.paths = expand(args.checkpoints)
+    check_outputs(parser, {"--out": args.out}, {"a checkpoint to average": args.paths})
+    return args
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -63,7 +66,7 @@ def newest(paths: list[Path], k: int) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        paths = expand(args.checkpoints)
+        paths = args.paths
         if args.last is not None:
             paths = newest(paths, args.last)
         averaged = average_checkpoints(paths)

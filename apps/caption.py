@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, positive_int
+from seqtasks.cli.arguments import add_stop_option, check_outputs, device_name, positive_int
 from seqtasks.data.captions import load_images
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
@@ -43,8 +43,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="images per batch")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
+    )
+    args = parser.parse_args(argv)
+    args.images = expand(args.inputs)
+    maps = [] if args.attention_maps is None else map_names(args.images, args.attention_maps)
+    check_outputs(
+        parser,
+        {"--out": args.out, "--attention-maps": args.attention_maps},
+        {"an input image": args.images, "--checkpoint": args.checkpoint},
+        folders={"--attention-maps"},
+    )
+    inputs = {path.resolve(): path for path in args.images}
+    for path in maps:
+        if path.resolve() in inputs:
+            parser.error(
+                f"argument --attention-maps: the map of {inputs[path.resolve()]} would be written "
+                f"over that image ({path}): choose another folder"
+            )
+    args.maps = maps
+    return args
 
 
 def expand(inputs: list[Path]) -> list[Path]:
@@ -58,13 +77,13 @@ def expand(inputs: list[Path]) -> list[Path]:
     return paths
 
 
-def map_names(paths: list[Path]) -> list[str]:
-    """A distinct PNG name per image: its stem, numbered when stems repeat."""
+def map_names(paths: list[Path], folder: Path) -> list[Path]:
+    """A distinct PNG in `folder` per image: its stem, numbered when stems repeat."""
     names, seen = [], {}
     for path in paths:
         seen[path.stem] = seen.get(path.stem, 0) + 1
         suffix = "" if seen[path.stem] == 1 else f"-{seen[path.stem]}"
-        names.append(f"{path.stem}{suffix}.png")
+        names.append(folder / f"{path.stem}{suffix}.png")
     return names
 
 
@@ -83,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
-    paths = expand(args.inputs)
-    maps = map_names(paths)
+    paths = args.images
     records: list[dict] = []
     errors: dict[int, str] = {}
     start = time.perf_counter()
@@ -114,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     caption.words,
                     caption.attention,
                     caption.grid,
-                    args.attention_maps / maps[i],
+                    args.maps[i],
                 )
     seconds = time.perf_counter() - start
     captioned = len(paths) - len(errors)

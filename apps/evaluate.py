@@ -43,16 +43,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, non_negative_int, positive_int, text_file
-from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES, read_captions
+from seqtasks.data.captions import read_captions
 from seqtasks.data.text import read_parallel
+from seqtasks.evaluation.arguments import group_name, parse_args
 from seqtasks.evaluation.captioning import caption_images, captioning_report, nearest_neighbour
 from seqtasks.evaluation.parsing import parsing_report
 from seqtasks.evaluation.translation import output_paths, translation_lines, translation_report
-from seqtasks.io.checkpoint_files import CheckpointError, resolve_device
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_bleu_by_length
 from seqtasks.metrics.bleu import BleuBucket
@@ -68,10 +67,9 @@ def fail(error: Exception | str) -> int:
 def evaluate_translation(args: argparse.Namespace) -> int:
     try:
         sources, references = read_parallel(args.src, args.ref)
-        groups = [args.checkpoint] if args.ensemble else [[path] for path in args.checkpoint]
-        models = [  # (what the report names: a checkpoint, or the members joined by " + ")
-            (Path(" + ".join(map(str, group))), seqtasks.load(group, args.device, "translation"))
-            for group in groups
+        models = [
+            (group_name(group), seqtasks.load(group, args.device, "translation"))
+            for group in args.groups
         ]
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         return fail(error)
@@ -152,7 +150,7 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
     )
     if not images:
         return fail(f"none of the {len(split)} images of the split can be read")
-    baseline = None
+    baseline, unscored = None, 0
     if args.nearest_neighbour:
 
         def left_out(error: str) -> None:
@@ -160,8 +158,8 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
 
         try:
             baseline = nearest_neighbour(model, splits["train"], images, args.batch_size, left_out)
-        except ValueError as error:
-            return fail(error)
+        except ValueError as error:  # the model's captions and scores are still worth having
+            unscored = fail(f"nearest-neighbour baseline: {error}; the model's scores follow")
     scores, lines = captioning_report(images, captions, args.meteor, baseline)
     report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": args.beam,
               "stop": args.stop or model.task.beam_stop}  # fmt: skip
@@ -188,86 +186,11 @@ def evaluate_captioning(args: argparse.Namespace) -> int:
         write_atomic(args.output, "".join(json.dumps(r) + "\n" for r in records))
     if args.json:
         print(json.dumps(report))
-    return 1 if unreadable else 0
+    return 1 if unreadable or unscored else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    tasks = parser.add_subparsers(dest="task", required=True)
-    translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
-    translation.add_argument("--checkpoint", required=True, nargs="+", type=Path)
-    translation.add_argument("--src", required=True, type=text_file)
-    translation.add_argument("--ref", required=True, type=text_file)
-    translation.add_argument("--beam", type=positive_int, default=5)
-    add_stop_option(translation)
-    translation.add_argument("--max-tokens", type=positive_int, default=2000)
-    translation.add_argument(
-        "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
-    )
-    translation.add_argument(
-        "--buckets",
-        type=positive_int,
-        nargs="+",
-        default=[10, 20, 30],
-        help="upper bounds of the source-length buckets, in words",
-    )
-    translation.add_argument("--length-plot", type=Path, help="save BLEU by length as a PNG")
-    translation.add_argument("--output", type=Path, help="write the translations here")
-    translation.add_argument("--device", default="auto")
-    translation.add_argument("--json", action="store_true")
-
-    parsing = tasks.add_parser("parsing", help="EVALB bracket scores (COLLINS.prm)")
-    parsing.add_argument("--gold", required=True, type=Path, help="gold trees")
-    source = parsing.add_mutually_exclusive_group(required=True)
-    source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
-    source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
-    parsing.add_argument("--beam", type=positive_int, default=10)
-    add_stop_option(parsing)
-    parsing.add_argument(
-        "--buckets",
-        type=positive_int,
-        nargs="+",
-        default=[10, 20, 30, 40],
-        help="upper bounds of the sentence-length buckets, in words",
-    )
-    parsing.add_argument("--output", type=Path, help="write the checkpoint's trees here")
-    parsing.add_argument("--device", default="auto")
-    parsing.add_argument("--json", action="store_true")
-
-    captioning = tasks.add_parser("captioning", help="BLEU-1…4, CIDEr-D, METEOR; shapes scores")
-    captioning.add_argument("--checkpoint", required=True, type=Path)
-    captioning.add_argument(
-        "--source", required=True, type=Path, help="a captions.txt folder or a Karpathy .json"
-    )
-    captioning.add_argument("--split", default="test")
-    captioning.add_argument("--image-dir", type=Path, help="where the images are, if elsewhere")
-    captioning.add_argument(
-        "--val-images",
-        type=non_negative_int,
-        default=VAL_IMAGES,
-        help="split sizes for a source without splits",
-    )
-    captioning.add_argument("--test-images", type=non_negative_int, default=TEST_IMAGES)
-    captioning.add_argument("--beam", type=positive_int, default=3)
-    add_stop_option(captioning)
-    captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
-    captioning.add_argument(
-        "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"
-    )
-    captioning.add_argument(
-        "--nearest-neighbour", action="store_true", help="also score the nearest-neighbour baseline"
-    )
-    captioning.add_argument("--output", type=Path, help="write the captions here (JSON lines)")
-    captioning.add_argument("--device", default="auto")
-    captioning.add_argument("--json", action="store_true")
-
-    args = parser.parse_args(argv)
-    buckets = getattr(args, "buckets", None)
-    if buckets is not None and buckets != sorted(set(buckets)):
-        tasks.choices[args.task].error(
-            f"argument --buckets: must increase, got {' '.join(map(str, buckets))}"
-        )
-    args.device = resolve_device(args.device)
+    args = parse_args(argv, __doc__.split("\n\n")[0])
     evaluate = {
         "translation": evaluate_translation,
         "parsing": evaluate_parsing,

@@ -25,7 +25,7 @@ from pathlib import Path
 from nltk.tree import Tree, TreePrettyPrinter
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, positive_int
+from seqtasks.cli.arguments import add_stop_option, device_name, positive_int
 from seqtasks.data.text import read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
@@ -46,7 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
+    parser.add_argument(
+        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
+    )
     return parser.parse_args(argv)
 
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, positive_int
+from seqtasks.cli.arguments import add_stop_option, check_outputs, device_name, positive_int
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
@@ -45,10 +45,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-length", type=positive_int, default=250, help="longer sources are cut"
     )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 … or auto")
+    parser.add_argument(
+        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
+    )
     args = parser.parse_args(argv)
     if args.n_best > args.beam:
         parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")
+    check_outputs(
+        parser,
+        {"--output": args.output, "--attention-plots": args.attention_plots},
+        {"--input": args.input, "--checkpoint": args.checkpoint},
+        folders={"--attention-plots"},
+    )
     return args
 
 

@@ -29,6 +29,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from seqtasks.cli.arguments import check_outputs
 from seqtasks.data.captions import (
     CaptionedImage,
     check_image_name,
@@ -138,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=Path, help="the image folder, if not beside the captions")
     parser.add_argument("--out", type=Path, default=Path("data/flickr8k"))
     args = parser.parse_args(argv)
+    local = [Path(source) for source in args.source if "://" not in source]
+    check_outputs(parser, {"--out": args.out}, {"--source": local}, folders={"--out"})
     try:
         roots = [fetch(source, args.out / ".download") for source in args.source]
         captioned = gather(roots, args.images)
@@ -148,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    sources = [p for root in roots for p in (root.iterdir() if root.is_dir() else [root])]
+    tables = [args.out / "captions.txt", args.out / "splits.json"]
+    check_outputs(parser, {"--out": tables}, {"a --source file": sources})
 
     (args.out / "images").mkdir(parents=True, exist_ok=True)
     rows = io.StringIO()

@@ -22,7 +22,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import check_outputs, positive_int
 from seqtasks.data.text import decode_lines
 from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.io.downloads import download
@@ -82,6 +82,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
     parser.add_argument("--joint", action="store_true", help="one model shared by all languages")
     args = parser.parse_args(argv)
+    names = [f"{split}.{lang}" for split in SPLITS for lang in args.langs]
+    names += [f"spm.{lang}.model" for lang in args.langs]
+    local = [] if "://" in args.source else [Path(args.source)]
+    read = [f"{name}{gz}" for name in names for gz in ("", ".gz")]
+    read = [folder / name for folder in local for name in read if (folder / name).exists()]
+    check_outputs(parser, {"--out": args.out}, {}, folders={"--out"})
+    check_outputs(parser, {"--out": [args.out / name for name in names]}, {"a --source file": read})
 
     corpus: dict[str, dict[str, list[str]]] = {}  # split -> lang -> lines
     for split in SPLITS:

@@ -27,6 +27,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from seqtasks.cli.arguments import check_outputs
 from seqtasks.io.downloads import download
 from seqtasks.io.files import write_atomic
 from seqtasks.parsing.trees import TreebankError, clean_tree, decode_trees, to_line
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", default=DEFAULT_SOURCE, help="zip URL, zip file or folder")
     parser.add_argument("--out", default="data/ptb", type=Path)
     args = parser.parse_args(argv)
+    local = [] if "://" in args.source else [Path(args.source)]
+    check_outputs(parser, {"--out": args.out}, {"--source": local}, folders={"--out"})
 
     try:
         files = fetch(args.source, args.out / ".download")

@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from seqtasks.cli.arguments import non_negative_int, positive_int
+from seqtasks.cli.arguments import check_outputs, non_negative_int, positive_int
 from seqtasks.data.shapes import LEVELS, write_world
 
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     knobs.add_argument("--noise", type=float)
     knobs.add_argument("--holdout-pairs", nargs="*", help='colour–shape pairs, e.g. "red square"')
     args = parser.parse_args(argv)
+    check_outputs(parser, {"--out": args.out}, {}, folders={"--out"})
 
     overrides = {
         name: value

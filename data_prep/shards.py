@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from seqtasks.cli.arguments import positive_int
+from seqtasks.cli.arguments import check_outputs, positive_int
 from seqtasks.data.streaming.write import write_shards
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     models = args.models or args.source
     out = args.out or models / "shards"
+    read = [args.source / f"{args.split}.{lang}{gz}" for lang in args.langs for gz in ("", ".gz")]
+    read += [models / f"spm.{lang}.model" for lang in args.langs]
+    check_outputs(parser, {"--out": out}, {"an input file": read}, folders={"--out"})
 
     try:
         paths = [text_file(args.source, f"{args.split}.{lang}") for lang in args.langs]

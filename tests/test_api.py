@@ -91,6 +91,77 @@ def test_bad_arguments_are_refused_by_name(checkpoints):
         model.translate(["Ein Hund."], beam=2, n_best=3)
     with pytest.raises(CheckpointError, match="is a parsing checkpoint, not a translation one"):
         seqtasks.load(checkpoints["parsing"], task="translation")
+    folder = checkpoints["rnn"].parent
+    with pytest.raises(CheckpointError) as error:  # was "no such checkpoint", though it exists
+        seqtasks.load(folder)
+    assert str(error.value) == (
+        f"{folder} is a folder, not a checkpoint file: name one of the checkpoints in it "
+        "(captioning.ckpt, other.ckpt, parsing.ckpt, rnn.ckpt, rnn2.ckpt)"
+    )
+    for size in ("max_length", "max_tokens"):
+        for value in (0, -3, 2.5, True):
+            with pytest.raises(ValueError, match=f"^{size} must be a positive integer, got"):
+                model.translate(["Ein Hund."], **{size: value})
+    with pytest.raises(ValueError, match="^batch_size must be a positive integer, got 0"):
+        seqtasks.load(checkpoints["captioning"]).caption([], batch_size=0)
+
+
+def test_text_a_tokeniser_cannot_read_is_refused_naming_the_sentence(checkpoints):
+    """A lone surrogate (JSON's "\ud800", or bytes read with surrogateescape) made the
+    sentencepiece tokeniser fail deep inside a batch, taking the other sentences with it."""
+    translator, parser = seqtasks.load(checkpoints["rnn"]), seqtasks.load(checkpoints["parsing"])
+    with pytest.raises(ValueError) as error:
+        translator.translate(["Ein Hund.", "Zwei \ud800 Männer"])
+    assert str(error.value) == (
+        "sentence 1 is not valid Unicode text: it holds an unpaired surrogate U+D800 at character 5"
+    )
+    with pytest.raises(TypeError, match="^sentence 1 is a NoneType, not a string"):
+        translator.translate(["Ein Hund.", None])
+    with pytest.raises(ValueError, match="^sentence 0 is not valid Unicode text: .* U\\+DC80"):
+        parser.parse(["He \udc80 left ."])
+    with pytest.raises(ValueError, match="^sentence 0 is not valid Unicode text: .* U\\+DFFF"):
+        parser.parse([["He", "\udfff"]])
+
+
+@pytest.mark.parametrize(
+    "tokens, reason",
+    [
+        (["", "left"], "token 0 is empty"),
+        (["He", "left", " "], "token 2 (' ') holds white space"),
+        (["He left", "."], "token 0 ('He left') holds white space"),
+        (["He\u00a0left"], "token 0 ('He\\xa0left') holds white space"),
+        (["He", "left\n"], "token 1 ('left\\n') holds white space"),
+    ],
+)
+def test_tokens_that_cannot_be_leaves_of_a_tree_are_refused(checkpoints, tokens, reason):
+    """A tree over such a token reads back with other leaves than the words sent."""
+    parser = seqtasks.load(checkpoints["parsing"])
+    with pytest.raises(ValueError) as error:
+        parser.parse([["Fine", "."], tokens])
+    assert str(error.value).startswith(f"sentence 1: {reason}")
+    with pytest.raises(TypeError, match="sentence 0 must be a string or a list of string tokens"):
+        parser.parse([["He", 3]])
+
+
+def test_sources_and_outputs_stay_within_the_positions_a_transformer_has(
+    toy_tokenizers, tmp_path, caplog
+):
+    """A source longer than the encoder's `max_positions` is cut there (with the warning of an
+    over-long line) whatever `max_length` asks, and search never takes more steps than the
+    decoder has positions: both used to fail inside the model ("exceeds max_positions")."""
+    settings = TRANSFORMER | {"max_positions": 12}
+    parts = {
+        "encoder": {"class_path": "seqtasks.encoders.TransformerEncoder", "init_args": settings},
+        "decoder": {"class_path": "seqtasks.decoders.TransformerDecoder", "init_args": settings},
+    }
+    model = seqtasks.load(translation(tmp_path / "short.ckpt", toy_tokenizers, **parts))
+    long = "Zwei Männer spielen Fußball im Park. " * 5
+    (result,) = model.translate([long], beam=2, max_length=500, attention=True)
+    assert "cut to 11:" in caplog.text
+    assert result.attention.shape[1] == 12 == len(model.source_pieces(long, max_length=500))
+    assert len(result.tokens) == 12  # cut at the decoder's positions (an untrained model repeats)
+    (greedy,) = model.translate([long], beam=1, max_length=500)
+    assert len(greedy.tokens) == 12
 
 
 def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(

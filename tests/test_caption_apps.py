@@ -101,6 +101,35 @@ def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tm
     assert [p.name for p in out.parent.iterdir()] == ["captions.jsonl"], "no temporary files left"
 
 
+def test_a_baseline_that_cannot_be_scored_leaves_the_models_scores_and_captions(
+    shapes_model, tmp_path
+):
+    """With every training image unreadable the nearest-neighbour baseline has nothing to
+    compare with; that used to end the run with the captions already made thrown away."""
+    import shutil
+
+    checkpoint, data = shapes_model
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    splits = json.loads((copy / "splits.json").read_text())
+    for name in splits["train"]:
+        (copy / "images" / name).write_bytes(b"not an image")
+    output = tmp_path / "captions.jsonl"
+    result = run(
+        *("apps/evaluate.py", "captioning", "--checkpoint", str(checkpoint)),
+        *("--source", str(copy), "--split", "holdout", "--beam", "1", "--no-meteor"),
+        *("--nearest-neighbour", "--json", "--output", str(output)),
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert (
+        "error: nearest-neighbour baseline: none of the training images can be read for the "
+        "baseline; the model's scores follow"
+    ) in result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["images"] == 6 and "cider" in report and "nearest_neighbour" not in report
+    assert len(output.read_text().splitlines()) == 6
+
+
 def test_evaluate_captioning_json(shapes_model, tmp_path):
     """The report against its captions scored another way: BLEU-1…4 and CIDEr-D by
     pycocoevalcap (coco-caption's own code), exact match by comparing words."""

@@ -42,6 +42,8 @@ def test_read_lines_invalid_utf8_names_file_and_line(tmp_path):
 def test_read_lines_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_lines(tmp_path / "nope.txt")
+    with pytest.raises(FileNotFoundError, match=f"^{tmp_path} is a folder, not a text file$"):
+        read_lines(tmp_path)
 
 
 def test_read_parallel_misaligned_names_both_counts(tmp_path):

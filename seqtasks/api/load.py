@@ -7,12 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from seqtasks.api.models import Captioner, Model, Parser, Translator
-from seqtasks.io.checkpoint_files import (
-    CheckpointError,
-    load_task,
-    read_checkpoint,
-    resolve_device,
-)
+from seqtasks.devices import check_device
+from seqtasks.io.checkpoint_files import CheckpointError, load_task, read_checkpoint
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
 from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
 
@@ -37,9 +33,11 @@ def load(
     "parsing", "captioning"), a checkpoint of another task is refused by name.
 
     Raises:
+        DeviceError: for an unknown device, or one that is not here, before any file is read.
         CheckpointError: naming the file, for a missing, damaged or foreign file
             (docs/bad_input.md), and for ensemble members that do not fit together.
     """
+    device = check_device(device)
     paths = (
         [Path(checkpoint)] if isinstance(checkpoint, (str, Path)) else list(map(Path, checkpoint))
     )
@@ -48,7 +46,6 @@ def load(
         raise CheckpointError(f"{paths[0]} is a {found} checkpoint, not a {task} one")
     task = found
     task_class, model_class = MODELS[task]
-    device = resolve_device(device)
     members = [load_task(path, task_class, task, device) for path in paths]
     first = members[0]
     if len(members) > 1:

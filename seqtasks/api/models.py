@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from seqtasks.data.captions import ImageSource, load_image
-from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
+from seqtasks.data.text import check_text
+from seqtasks.parsing.ptb_text import PTBTokenizer, check_tokens, escape_brackets
 from seqtasks.search import check_stop
 from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
 from seqtasks.tasks.captioning import Caption
@@ -31,9 +32,11 @@ from seqtasks.tasks.translation import Translation
 __all__ = ["Caption", "Captioner", "Model", "Parse", "Parser", "Translation", "Translator"]
 
 
-def _check(beam: int, n_best: int, stop: str | None) -> None:
-    if beam < 1 or n_best < 1:
-        raise ValueError(f"beam and n_best must be positive, got beam={beam}, n_best={n_best}")
+def _check(beam: int, n_best: int, stop: str | None, **sizes: int) -> None:
+    """Refuse search settings that cannot work, naming them, before any input is read."""
+    for name, value in {"beam": beam, "n_best": n_best, **sizes}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if n_best > beam:
         raise ValueError(f"n_best={n_best} cannot exceed beam={beam}")
     if stop is not None:
@@ -45,6 +48,21 @@ def _inputs(items: Sequence, what: str) -> list:
     if isinstance(items, (str, bytes)):
         raise TypeError(f"pass a list of {what}, not a single string: [{items[:30]!r}]")
     return list(items)
+
+
+def _sentences(items: Sequence) -> list[str]:
+    """`items` as a list of strings that a tokeniser can read.
+
+    Raises:
+        TypeError: for a lone string, or an item that is not a string (naming its position).
+        ValueError: for a string that is not valid Unicode (`check_text`), naming its position.
+    """
+    sentences = _inputs(items, "sentences")
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence {i} is a {type(sentence).__name__}, not a string")
+        check_text(sentence, f"sentence {i}")
+    return sentences
 
 
 class Model:
@@ -101,8 +119,8 @@ class Translator(Model):
         attention matrix (its pieces × the source's, `source_pieces`). `stop`: when beam
         search ends ("exact" or "heuristic", `seqtasks.search.beam_search`); by default the
         model's own (`beam_stop`, "exact" unless trained otherwise)."""
-        _check(beam, n_best, stop)
-        sentences = _inputs(sentences, "sentences")
+        _check(beam, n_best, stop, max_length=max_length, max_tokens=max_tokens)
+        sentences = _sentences(sentences)
         if attention:
             self.require_attention()
         results = self.task.translate(
@@ -110,7 +128,7 @@ class Translator(Model):
             beam_size=beam,
             n_best=n_best,
             max_tokens=max_tokens,
-            max_length=max_length,
+            max_length=self.source_limit(max_length),
             return_attention=attention,
             stop=stop,
         )
@@ -118,7 +136,13 @@ class Translator(Model):
 
     def source_pieces(self, sentence: str, max_length: int = 250) -> list[str]:
         """The subwords the model reads for `sentence`, plus EOS: the columns of its attention."""
-        return self.task.source_pieces(sentence, max_length)
+        return self.task.source_pieces(sentence, self.source_limit(max_length))
+
+    def source_limit(self, max_length: int) -> int:
+        """`max_length`, or fewer subwords if the encoder reads fewer positions (the source's
+        EOS takes one): longer sources are then cut there, with the same warning."""
+        positions = self.task.encoder.max_positions
+        return max_length if positions is None else min(max_length, positions - 1)
 
 
 class Parser(Model):
@@ -143,18 +167,33 @@ class Parser(Model):
         (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
         are. With `tags` the preterminals carry them instead of what the model writes. An
         empty sentence gives the empty tree `(TOP )`. `stop` as for `Translator.translate`."""
-        _check(beam, n_best, stop)
-        words = [self.tokens(sentence) for sentence in _inputs(sentences, "sentences")]
+        _check(beam, n_best, stop, max_tokens=max_tokens)
+        words = [
+            self.tokens(sentence, i) for i, sentence in enumerate(_inputs(sentences, "sentences"))
+        ]
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
         return self.task.parse(
             words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best, stop=stop
         )
 
-    def tokens(self, sentence: str | Sequence[str]) -> list[str]:
-        """The PTB tokens the parser reads for `sentence`."""
+    def tokens(self, sentence: str | Sequence[str], index: int = 0) -> list[str]:
+        """The PTB tokens the parser reads for `sentence` (number `index`, for messages).
+
+        Raises:
+            TypeError: for a sentence that is neither a string nor a list of strings.
+            ValueError: for text that is not valid Unicode, or a token that cannot be a leaf
+                (empty, or holding white space: `check_tokens`).
+        """
+        what = f"sentence {index}"
         if isinstance(sentence, str):
+            check_text(sentence, what)
             return self._ptb.tokenize(sentence)
+        if not isinstance(sentence, Sequence) or not all(isinstance(t, str) for t in sentence):
+            raise TypeError(f"{what} must be a string or a list of string tokens")
+        for token in sentence:
+            check_text(token, what)
+        check_tokens(sentence, what)
         return escape_brackets(sentence)
 
 
@@ -185,7 +224,7 @@ class Captioner(Model):
             OSError: naming the first image that cannot be read (`read` it first to caption
                 the readable ones of a mixed list).
         """
-        _check(beam, n_best, stop)
+        _check(beam, n_best, stop, batch_size=batch_size)
         if attention:
             self.require_attention()
         if not isinstance(images, Tensor):

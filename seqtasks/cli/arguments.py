@@ -5,7 +5,12 @@ argparse error that names the option (`error: argument --beam: must be a positiv
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+
+from seqtasks.io.outputs import OutputError, check_output
+
+Paths = Path | Iterable[Path] | None
 
 
 def positive_int(text: str) -> int:
@@ -50,10 +55,43 @@ def add_stop_option(parser: argparse.ArgumentParser) -> None:
     model's own (`beam_stop`)."""
     from seqtasks.search import STOPS  # here: it imports torch, which the other types do not
 
-
     parser.add_argument(
         "--stop",
         choices=STOPS,
         help="when beam search ends: exact (cannot change the output) or heuristic (faster, as "
         "Hugging Face's default); default: the model's own",
     )
+
+
+def device_name(text: str) -> str:
+    """A device that is here (`seqtasks.devices.check_device`): "auto", "cpu", "cuda:1" …"""
+    from seqtasks.devices import DeviceError, check_device  # torch, only when a value is given
+
+    try:
+        check_device(text)
+    except DeviceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def check_outputs(
+    parser: argparse.ArgumentParser,
+    outputs: Mapping[str, Paths],
+    inputs: Mapping[str, Paths],
+    folders: Collection[str] = (),
+) -> None:
+    """Refuse, as an argparse error naming the option, an output (option -> path or paths; a
+    folder for the options in `folders`) that would overwrite one of `inputs` (what each is
+    called -> path or paths), another output, or seqtasks' own files, or that cannot be written
+    (`seqtasks.io.outputs.check_output`): before anything is read or computed."""
+    written: dict[str, Paths] = dict(inputs)
+    for option, paths in outputs.items():
+        if paths is None:
+            continue
+        paths = [paths] if isinstance(paths, Path) else list(paths)
+        for path in paths:
+            try:
+                check_output(path, f"argument {option}:", written, folder=option in folders)
+            except OutputError as error:
+                parser.error(str(error))
+        written[f"the {option} {'folder' if option in folders else 'file'}"] = paths

@@ -29,10 +29,12 @@ def read_lines(path: str | Path) -> list[str]:
     """The lines of a UTF-8 text file (gzipped if it ends in .gz), without line ends.
 
     Raises:
-        FileNotFoundError: naming the path.
+        FileNotFoundError: naming the path (a folder there is said to be one).
         ValueError: for invalid UTF-8, naming the file and the line.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"{path} is a folder, not a text file")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
@@ -57,3 +59,16 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> tuple[list[str]
             f"{len(tgt)}"
         )
     return src, tgt
+
+
+def check_text(text: str, what: str) -> None:
+    """Raise a ValueError naming `what` if `text` cannot be written as UTF-8: it holds an
+    unpaired surrogate (a lone `\\ud800` escape in JSON, or bytes read with `surrogateescape`),
+    which no tokeniser reads and no answer can carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{what} is not valid Unicode text: it holds an unpaired surrogate "
+            f"U+{ord(text[error.start]):04X} at character {error.start}"
+        ) from None

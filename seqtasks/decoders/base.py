@@ -56,6 +56,7 @@ class Decoder(nn.Module, metaclass=ABCMeta):
 
     vocab_size: int
     gives_attention: ClassVar[bool] = True
+    max_positions: int | None = None  # the most steps it can take (None: any), BOS included
 
     @abstractmethod
     def forward(

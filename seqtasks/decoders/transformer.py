@@ -145,6 +145,7 @@ class TransformerDecoder(Decoder):
         super().__init__()
         s = TransformerSettings(**settings)
         self.vocab_size = vocab_size
+        self.max_positions = s.max_positions
         self.embeddings = s.embeddings(vocab_size)
         self.layers = nn.ModuleList(DecoderLayer(s, memory_dim) for _ in range(s.num_layers))
         self.stack = StackNorm(s.d_model, s.norm)

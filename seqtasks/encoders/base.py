@@ -18,11 +18,13 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     `reads` says what the inputs are: "tokens", (B, S) ids with a (B, S) mask, built as
     `encoder(vocab_size)`; or "images", (B, 3, H, W) RGB in [0, 1], built as `encoder()`. A task
     refuses an encoder that reads what it does not give. Subclasses set `out_dim`, the width D
-    of the states.
+    of the states. `max_positions` is the longest input it reads (None: any length), so that
+    callers cut or refuse longer inputs before encoding rather than fail inside it.
     """
 
     reads: ClassVar[Inputs] = "tokens"
     out_dim: int
+    max_positions: int | None = None
 
     @abstractmethod
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:

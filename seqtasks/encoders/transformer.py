@@ -57,6 +57,7 @@ class TransformerEncoder(Encoder):
         self.layers = nn.ModuleList(EncoderLayer(s) for _ in range(s.num_layers))
         self.stack = StackNorm(s.d_model, s.norm)
         self.out_dim = s.d_model
+        self.max_positions = s.max_positions
         self.activation_checkpointing = s.activation_checkpointing
         init_linear_layers(self.layers)
 

@@ -83,6 +83,10 @@ def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
             an archive one of whose entries fails its CRC check.
     """
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.ckpt") if not p.name.startswith("."))
+        hint = f": name one of the checkpoints in it ({', '.join(inside[:5])})" if inside else ""
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise CheckpointError(f"no such checkpoint: {path}")
     try:
@@ -152,13 +156,6 @@ def load_task(path: str | Path, task_class: type[T], task: str, device: str = "c
             f"{details[:300]})"
         ) from None
     return model.eval()
-
-
-def resolve_device(device: str) -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; anything else as given."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 def _signature(checkpoint: dict[str, Any]) -> dict[str, Any]:

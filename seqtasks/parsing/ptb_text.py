@@ -9,7 +9,7 @@ brackets as -LRB- -RRB- (-LSB-, -LCB-, …), as the treebank does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from nltk.tokenize import TreebankWordTokenizer
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
@@ -48,3 +48,15 @@ def escape_brackets(tokens: Iterable[str]) -> list[str]:
     """Round brackets inside tokens written as the treebank writes them (-LRB-, -RRB-), so
     that trees over the tokens can be read back."""
     return [t.replace("(", "-LRB-").replace(")", "-RRB-") for t in tokens]
+
+
+def check_tokens(tokens: Sequence[str], what: str) -> None:
+    """Raise a ValueError naming `what` and the token if one of `tokens` cannot be a leaf of a
+    bracketed tree: an empty token, or one holding white space (read back as two leaves)."""
+    for i, token in enumerate(tokens):
+        if not token:
+            raise ValueError(f"{what}: token {i} is empty (every token must hold a character)")
+        if token.split() != [token]:
+            raise ValueError(
+                f"{what}: token {i} ({token[:30]!r}) holds white space; split it into tokens"
+            )

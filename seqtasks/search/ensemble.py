@@ -9,6 +9,7 @@ Members must share their vocabularies; each keeps its own architecture and searc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +48,15 @@ class EnsembleEncoder(Encoder):
         self.members = nn.ModuleList(members)
         self.reads = members[0].reads
         self.out_dim = members[0].out_dim
+        self.max_positions = _shortest(member.max_positions for member in members)
 
     def forward(self, *inputs: Any) -> EnsembleMemory:
         return EnsembleMemory.of(tuple(member(*inputs) for member in self.members))
+
+
+def _shortest(limits: Iterable[int | None]) -> int | None:
+    """The most positions every member takes (None: every member takes any number)."""
+    return min((limit for limit in limits if limit is not None), default=None)
 
 
 def _mean_attention(weights: list[Tensor | None]) -> Tensor | None:
@@ -72,6 +79,7 @@ class EnsembleDecoder(Decoder):
         self.members = nn.ModuleList(members)
         self.vocab_size = members[0].vocab_size
         self.gives_attention = all(member.gives_attention for member in members)
+        self.max_positions = _shortest(member.max_positions for member in members)
 
     def forward(
         self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False

@@ -69,9 +69,11 @@ def row_candidates(
     return log_probs.topk(min(width, log_probs.size(-1)), dim=-1)
 
 
-def max_lengths(memory: Memory, ratio: float, offset: int) -> Tensor:
-    """(B,) output length limit per input: ratio · source length + offset."""
-    return (memory.lengths.float() * ratio).long() + offset
+def max_lengths(memory: Memory, ratio: float, offset: int, most: int | None = None) -> Tensor:
+    """(B,) output length limit per input: ratio · source length + offset, and at most `most`
+    (the steps a decoder can take, `Decoder.max_positions`; None: no such limit)."""
+    limits = (memory.lengths.float() * ratio).long() + offset
+    return limits if most is None else limits.clamp(max=most)
 
 
 def as_limits(max_length: int | Tensor, batch: int, device: torch.device) -> Tensor:

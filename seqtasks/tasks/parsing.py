@@ -207,9 +207,7 @@ class ParsingTask(EncoderDecoderTask):
             src = src.to(self.device)
             nbests = self.decode(src, src != PAD_ID, beam_size, n_best, False, stop)
             for i, nbest in zip(rows, nbests):
-                best, *others = [
-                    self.read_output(h, sentences[i], tags and tags[i]) for h in nbest
-                ]
+                best, *others = [self.read_output(h, sentences[i], tags and tags[i]) for h in nbest]
                 results[i] = replace(best, alternatives=others)
 
         run_batches(parse_batch, batches, workers, self.device.type)

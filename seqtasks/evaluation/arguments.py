@@ -1,0 +1,135 @@
+"""The command line of `apps/evaluate.py`: its options for each task, and what a run reads and
+writes, so that an output that would overwrite an input, or cannot be written, is refused before
+any model is loaded (docs/bad_input.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from seqtasks.cli.arguments import (
+    add_stop_option,
+    check_outputs,
+    device_name,
+    non_negative_int,
+    positive_int,
+    text_file,
+)
+from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES
+from seqtasks.evaluation.translation import output_paths
+
+
+def translation_groups(args: argparse.Namespace) -> list[list[Path]]:
+    """The checkpoints of each model to score: each on its own, or all as one ensemble."""
+    return [args.checkpoint] if args.ensemble else [[path] for path in args.checkpoint]
+
+
+def group_name(group: list[Path]) -> Path:
+    """What the report names a model: its checkpoint, or the members joined by " + "."""
+    return Path(" + ".join(map(str, group)))
+
+
+def outputs_of(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
+    """What the run writes, by option: checked before anything is read (`check_outputs`)."""
+    if args.task != "translation":
+        return {"--output": args.output}
+    names = [group_name(group) for group in args.groups]
+    written = output_paths(args.output, names) if args.output else None
+    return {"--output": written, "--length-plot": args.length_plot}
+
+
+def inputs_of(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
+    """What the run reads, by option; for a caption source folder, every file in it and in its
+    images/ folder (captions.txt, splits, the images), which no output may overwrite."""
+    inputs = {"--checkpoint": args.checkpoint}
+    if args.task == "translation":
+        return inputs | {"--src": args.src, "--ref": args.ref}
+    if args.task == "parsing":
+        return inputs | {"--gold": args.gold, "--pred": args.pred}
+    folders = [args.source, args.source / "images", args.image_dir]
+    files = [p for folder in folders if folder and folder.is_dir() for p in folder.iterdir()]
+    return inputs | {"--source": [args.source, *files]}
+
+
+def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
+    """The arguments of `evaluate.py TASK …`, checked: buckets increase, outputs are safe to
+    write; for translation, `groups` holds the checkpoints of each model to score."""
+    parser = argparse.ArgumentParser(description=description)
+    tasks = parser.add_subparsers(dest="task", required=True)
+    translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
+    translation.add_argument("--checkpoint", required=True, nargs="+", type=Path)
+    translation.add_argument("--src", required=True, type=text_file)
+    translation.add_argument("--ref", required=True, type=text_file)
+    translation.add_argument("--beam", type=positive_int, default=5)
+    add_stop_option(translation)
+    translation.add_argument("--max-tokens", type=positive_int, default=2000)
+    translation.add_argument(
+        "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
+    )
+    translation.add_argument(
+        "--buckets",
+        type=positive_int,
+        nargs="+",
+        default=[10, 20, 30],
+        help="upper bounds of the source-length buckets, in words",
+    )
+    translation.add_argument("--length-plot", type=Path, help="save BLEU by length as a PNG")
+    translation.add_argument("--output", type=Path, help="write the translations here")
+    translation.add_argument("--device", type=device_name, default="auto")
+    translation.add_argument("--json", action="store_true")
+
+    parsing = tasks.add_parser("parsing", help="EVALB bracket scores (COLLINS.prm)")
+    parsing.add_argument("--gold", required=True, type=Path, help="gold trees")
+    source = parsing.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
+    source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
+    parsing.add_argument("--beam", type=positive_int, default=10)
+    add_stop_option(parsing)
+    parsing.add_argument(
+        "--buckets",
+        type=positive_int,
+        nargs="+",
+        default=[10, 20, 30, 40],
+        help="upper bounds of the sentence-length buckets, in words",
+    )
+    parsing.add_argument("--output", type=Path, help="write the checkpoint's trees here")
+    parsing.add_argument("--device", type=device_name, default="auto")
+    parsing.add_argument("--json", action="store_true")
+
+    captioning = tasks.add_parser("captioning", help="BLEU-1…4, CIDEr-D, METEOR; shapes scores")
+    captioning.add_argument("--checkpoint", required=True, type=Path)
+    captioning.add_argument(
+        "--source", required=True, type=Path, help="a captions.txt folder or a Karpathy .json"
+    )
+    captioning.add_argument("--split", default="test")
+    captioning.add_argument("--image-dir", type=Path, help="where the images are, if elsewhere")
+    captioning.add_argument(
+        "--val-images",
+        type=non_negative_int,
+        default=VAL_IMAGES,
+        help="split sizes for a source without splits",
+    )
+    captioning.add_argument("--test-images", type=non_negative_int, default=TEST_IMAGES)
+    captioning.add_argument("--beam", type=positive_int, default=3)
+    add_stop_option(captioning)
+    captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
+    captioning.add_argument(
+        "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"
+    )
+    captioning.add_argument(
+        "--nearest-neighbour", action="store_true", help="also score the nearest-neighbour baseline"
+    )
+    captioning.add_argument("--output", type=Path, help="write the captions here (JSON lines)")
+    captioning.add_argument("--device", type=device_name, default="auto")
+    captioning.add_argument("--json", action="store_true")
+
+    args = parser.parse_args(argv)
+    buckets = getattr(args, "buckets", None)
+    if buckets is not None and buckets != sorted(set(buckets)):
+        tasks.choices[args.task].error(
+            f"argument --buckets: must increase, got {' '.join(map(str, buckets))}"
+        )
+    if args.task == "translation":
+        args.groups = translation_groups(args)
+    check_outputs(tasks.choices[args.task], outputs_of(args), inputs_of(args))
+    return args
