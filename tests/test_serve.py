@@ -20,12 +20,14 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from conftest import load_script, subprocess_env, two_step_trainer
+from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
 import seqtasks
 from seqtasks.serving import main
@@ -387,45 +389,97 @@ def test_concurrent_requests_with_different_beams_each_get_their_own_results(ser
 
 TOO_MANY = {"sentences": ["Ein Hund."] * 9}
 TOO_LONG = {"sentences": ["Ein Hund.", " ".join("abcdefghijklmnopqrstuvwxyz") * 2]}
+CURL_D = "application/x-www-form-urlencoded"  # what curl -d sends without -H 'Content-Type: …'
+DEEP = b"[" * 950 + b"]" * 950  # read by Python's JSON reader; its echo used to overflow
+DEEPER = b"[" * 5000 + b"]" * 5000  # more than the JSON reader reads
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A bad request, the status it must get and a piece of its `detail`."""
+
+    path: str
+    body: object  # a JSON value, or the bytes of the body
+    status: int
+    message: str
+    content_type: str = "application/json"
+
+
 BAD_REQUESTS = {
-    "empty body": ("/translate", b"", 422, "Field required"),
-    "invalid JSON": ("/translate", b'{"sentences": [', 422, "JSON decode error"),
-    "a string": ("/translate", {"sentences": "Ein Hund."}, 422, "valid list"),
-    "numbers": ("/translate", {"sentences": [1, 2]}, 422, "valid string"),
-    "missing field": ("/translate", {"beam": 5}, 422, "Field required"),
-    "misspelt field": ("/translate", {"sentences": ["a"], "beams": 2}, 422, "Extra inputs"),
-    "empty list": ("/translate", {"sentences": []}, 422, "at least 1 item"),
-    "beam 0": ("/translate", {"sentences": ["a"], "beam": 0}, 422, "greater than or equal to 1"),
-    "beam 17": ("/translate", {"sentences": ["a"], "beam": 17}, 422, "less than or equal to 16"),
-    "beam as text": ("/translate", {"sentences": ["a"], "beam": "5"}, 422, "valid integer"),
-    "n_best over beam": (
+    "empty body": Bad("/translate", b"", 422, "Field required"),
+    "invalid JSON": Bad("/translate", b'{"sentences": [', 422, "JSON decode error"),
+    "a string": Bad("/translate", {"sentences": "Ein Hund."}, 422, "valid list"),
+    "numbers": Bad("/translate", {"sentences": [1, 2]}, 422, "valid string"),
+    "missing field": Bad("/translate", {"beam": 5}, 422, "Field required"),
+    "misspelt field": Bad("/translate", {"sentences": ["a"], "beams": 2}, 422, "Extra inputs"),
+    "empty list": Bad("/translate", {"sentences": []}, 422, "at least 1 item"),
+    "beam 0": Bad("/translate", {"sentences": ["a"], "beam": 0}, 422, "greater than or equal"),
+    "beam 17": Bad("/translate", {"sentences": ["a"], "beam": 17}, 422, "less than or equal"),
+    "beam as text": Bad("/translate", {"sentences": ["a"], "beam": "5"}, 422, "valid integer"),
+    "n_best over beam": Bad(
         "/translate",
         {"sentences": ["a"], "beam": 2, "n_best": 3},
         422,
         "n_best (3) cannot exceed beam (2)",
     ),
-    "too many sentences": ("/translate", TOO_MANY, 413, "9 sentences in one request"),
-    "too many characters": (
-        "/translate",
-        {"sentences": ["a", "x" * 201]},
-        413,
-        "sentence 1 has 201 characters",
+    "too many sentences": Bad("/translate", TOO_MANY, 413, "9 sentences in one request"),
+    "too many characters": Bad(
+        "/translate", {"sentences": ["a", "x" * 201]}, 413, "sentence 1 has 201 characters"
     ),
-    "too many subwords": ("/translate", TOO_LONG, 413, "sentence 1 has"),
-    "too many words": ("/parse", {"sentences": ["a " * 31]}, 413, "sentence 0 has 31 words"),
-    "parse numbers": ("/parse", {"sentences": [[1]]}, 422, "valid string"),
-    "no such endpoint": ("/translation", {"sentences": ["a"]}, 404, "Not Found"),
-    "over 1 MiB": ("/translate", {"sentences": ["a" * 2**20]}, 413, "Payload too large"),
+    "too many subwords": Bad("/translate", TOO_LONG, 413, "sentence 1 has"),
+    "too many words": Bad("/parse", {"sentences": ["a " * 31]}, 413, "sentence 0 has 31 words"),
+    "parse numbers": Bad("/parse", {"sentences": [[1]]}, 422, "valid string"),
+    "no such endpoint": Bad("/translation", {"sentences": ["a"]}, 404, "Not Found"),
+    "over 1 MiB": Bad("/translate", {"sentences": ["a" * 2**20]}, 413, "Payload too large"),
+    "lone surrogate": Bad(
+        "/translate",
+        {"sentences": ["Ein Hund.", "\ud800 hallo"]},  # sent as the JSON escape \ud800
+        422,
+        "sentence 1 is not valid Unicode text: it holds an unpaired surrogate U+D800",
+    ),
+    "beam NaN": Bad("/translate", b'{"sentences": ["a"], "beam": NaN}', 422, '"input": "nan"'),
+    "beam Infinity": Bad("/translate", b'{"sentences": ["a"], "beam": Infinity}', 422, "integer"),
+    "beam 1e400": Bad("/translate", b'{"sentences": ["a"], "beam": 1e400}', 422, '"inf"'),
+    "invalid UTF-8 as curl -d sends it": Bad(
+        "/translate",
+        b'{"sentences": ["\xff\xfe hallo"]}',
+        422,
+        "the body is not valid UTF-8 (byte 16): send a JSON object",
+        CURL_D,
+    ),
+    "invalid UTF-8": Bad(
+        "/translate", b'{"sentences": ["\xff\xfe hallo"]}', 400, "not valid UTF-8 (byte 16)"
+    ),
+    "deep nesting": Bad("/translate", DEEP, 422, '"input": "[[[[...]]]]"'),
+    "deep nesting as curl -d sends it": Bad("/parse", DEEP, 422, "nests arrays or objects", CURL_D),
+    "deeper nesting": Bad("/parse", DEEPER, 400, "the body nests arrays or objects too deeply"),
+    "many problems": Bad("/translate", {"sentences": list(range(2000))}, 422, "and 1980 more"),
+    "empty token": Bad("/parse", {"sentences": [["", "a"]]}, 422, "sentence 0: token 0 is empty"),
+    "token with a space": Bad(
+        "/parse", {"sentences": ["a", ["a b", "c"]]}, 422, "sentence 1: token 0 ('a b') holds white"
+    ),
+    "token with a no-break space": Bad(
+        "/parse", {"sentences": [["x", "a\u00a0b"]]}, 422, "token 1 ('a\\\\xa0b') holds white space"
+    ),
+    "surrogate token": Bad(
+        "/parse", {"sentences": [["\udfff"]]}, 422, "sentence 0, token 0 is not valid Unicode"
+    ),
 }
+
+
+def detail_text(answer: object) -> str:
+    """An answer's detail as JSON text (non-ASCII as it is), to look for a message in."""
+    detail = answer["detail"] if isinstance(answer, dict) else answer
+    return json.dumps(detail, ensure_ascii=False)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
 def test_bad_requests_get_a_4xx_that_says_why_and_the_server_goes_on(case, server, translator):
-    path, body, status, message = BAD_REQUESTS[case]
-    got, answer = server.post(path, body)
-    assert got == status, answer
-    assert message in json.dumps(answer["detail"])
+    bad = BAD_REQUESTS[case]
+    got, answer = server.post(bad.path, bad.body, bad.content_type)
+    assert got == bad.status, answer
+    assert bad.message in detail_text(answer)
     got, answer = server.post("/translate", {"sentences": SENTENCES[:2]})
     assert got == 200
     assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2], beam=5)))
@@ -433,32 +487,25 @@ def test_bad_requests_get_a_4xx_that_says_why_and_the_server_goes_on(case, serve
 
 @pytest.mark.slow
 def test_json_sent_as_curl_d_sends_it_is_read_and_other_text_refused(server, translator):
-    form = "application/x-www-form-urlencoded"  # curl -d without -H 'Content-Type: …'
-    status, answer = server.post("/translate", {"sentences": SENTENCES[:2]}, form)
+    status, answer = server.post("/translate", {"sentences": SENTENCES[:2]}, CURL_D)
     assert status == 200
     assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2])))
-    status, answer = server.post("/translate", b"sentences=Ein+Hund", form)
+    status, answer = server.post("/translate", b"sentences=Ein+Hund", CURL_D)
     assert status == 422 and "the body is not a JSON object" in json.dumps(answer)
 
 
-@pytest.mark.slow
-def test_bad_requests_batched_with_good_ones_fail_alone(server, translator):
-    reference = expected(translator.translate(SENTENCES[:3], beam=2))
-    good = {"sentences": SENTENCES[:3], "beam": 2}
-    requests = [good, {**TOO_MANY, "beam": 2}, {**TOO_LONG, "beam": 2}] * 10
-    with ThreadPoolExecutor(30) as pool:
-        answers = list(pool.map(lambda r: server.post("/translate", r), requests))
-    for request, (status, answer) in zip(requests, answers):
-        if request is good:
-            assert status == 200, answer
-            assert_same(answer["translations"], reference)
-        else:
-            assert status == 413, answer
+@pytest.fixture(scope="module")
+def parser(checkpoints):
+    return seqtasks.load(checkpoints["parsing"], device="cpu")
+
+
+@pytest.fixture(scope="module")
+def captioner(checkpoints):
+    return seqtasks.load(checkpoints["captioning"], device="cpu")
 
 
 @pytest.mark.slow
-def test_parse_answers_as_the_python_api_does(server, checkpoints):
-    parser = seqtasks.load(checkpoints["parsing"], device="cpu")
+def test_parse_answers_as_the_python_api_does(server, parser):
     sentences = ["The dog barked .", ["He", "left", "(", "quietly", ")"], ""]
     status, answer = server.post("/parse", {"sentences": sentences, "beam": 3})
     assert status == 200, answer
@@ -468,81 +515,242 @@ def test_parse_answers_as_the_python_api_does(server, checkpoints):
     assert answer["trees"][2] == "(TOP )"
 
 
-def form(fields: dict[str, str], image: bytes) -> bytes:
-    """A multipart/form-data body as `curl -F` writes it."""
+def form(fields: dict[str, str | bytes] | list[tuple[str, str | bytes]], image: bytes) -> bytes:
+    """A multipart/form-data body as `curl -F` writes it (fields given as pairs may repeat)."""
+    pairs = fields.items() if isinstance(fields, dict) else fields
     parts = [
-        f'--B0und\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-        for k, v in fields.items()
+        f'--B0und\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n'.encode()
+        + (v if isinstance(v, bytes) else v.encode())
+        + b"\r\n"
+        for k, v in pairs
     ]
     head = b'--B0und\r\nContent-Disposition: form-data; name="image"; filename="x.png"\r\n'
     parts.append(head + b"Content-Type: image/png\r\n\r\n" + image + b"\r\n")
     return b"".join(parts) + b"--B0und--\r\n"
 
 
+MULTIPART = "multipart/form-data; boundary=B0und"
+
+
+@pytest.fixture(scope="module")
+def image(checkpoints) -> bytes:
+    return sorted(checkpoints["images"].glob("*.png"))[0].read_bytes()
+
+
 @pytest.mark.slow
-def test_caption_takes_an_image_body_or_a_form(server, checkpoints):
-    captioner = seqtasks.load(checkpoints["captioning"], device="cpu")
-    image = sorted(checkpoints["images"].glob("*.png"))[0].read_bytes()
+def test_caption_takes_an_image_body_or_a_form(server, captioner, image):
     status, answer = server.post("/caption", image, "image/png")
     (caption,) = captioner.caption([image])
     assert status == 200, answer
     assert answer["caption"] == caption.text
     assert answer["score"] == pytest.approx(caption.score, abs=1e-4)
 
-    status, answer = server.post(
-        "/caption", form({"beam": "2", "n_best": "2"}, image), "multipart/form-data; boundary=B0und"
-    )
+    status, answer = server.post("/caption", form({"beam": "2", "n_best": "2"}, image), MULTIPART)
     (caption,) = captioner.caption([image], beam=2, n_best=2)
     assert status == 200, answer
     assert answer["caption"] == caption.text
     assert [a["caption"] for a in answer["alternatives"]] == [c.text for c in caption.alternatives]
 
 
-IMAGE_REQUESTS = {
-    "not an image": (
+def damaged(image: bytes) -> bytes:
+    """A PNG whose first chunk after the header is renamed: Pillow raises SyntaxError."""
+    return image[:37] + b"IDxT" + image[41:]
+
+
+IMAGE_REQUESTS = {  # a body, or how to make it of the test image
+    "not an image": Bad(
+        "/caption",
         b"GIF89a but not really",
-        "image/gif",
         422,
         'cannot read the image (21 bytes): cannot identify image file"',
+        "image/gif",
     ),
-    "empty body": (b"", "image/png", 422, "Field required"),
-    "form without an image": (
+    "empty body": Bad("/caption", b"", 422, "Field required", "image/png"),
+    "form without an image": Bad(
+        "/caption",
         b'--B\r\nContent-Disposition: form-data; name="beam"\r\n\r\n2\r\n--B--\r\n',
-        "multipart/form-data; boundary=B",
         422,
         "one image file",
+        "multipart/form-data; boundary=B",
     ),
-    "form with beam 0": (
-        None,
-        "multipart/form-data; boundary=B0und",
+    "form with beam 0": Bad(
+        "/caption",
+        lambda image: form({"beam": "0"}, image),
         422,
         "beam: Input should be greater",
+        MULTIPART,
     ),
-    "image over 1 MiB": (b"\x89PNG" + bytes(2**21), "image/png", 413, "Payload too large"),
+    "image over 1 MiB": Bad(
+        "/caption", b"\x89PNG" + bytes(2**21), 413, "Payload too large", "image/png"
+    ),
+    "form with beam ²": Bad(
+        "/caption",
+        lambda image: form({"beam": "²"}, image),
+        422,
+        "bad form field: beam: Input should be a valid integer (got '²')",
+        MULTIPART,
+    ),
+    "form with beam twice": Bad(
+        "/caption",
+        lambda image: form([("beam", "2"), ("beam", "3")], image),
+        422,
+        "the form has two fields named 'beam'",
+        MULTIPART,
+    ),
+    "form field not UTF-8": Bad(
+        "/caption",
+        lambda image: form({"n_best": b"\xff1"}, image),
+        422,
+        "form field 'n_best' is not UTF-8 text (byte 0)",
+        MULTIPART,
+    ),
+    "form cut short": Bad(
+        "/caption",
+        lambda image: form({}, image)[: -len("--B0und--\r\n")],
+        422,
+        "the form does not end with its closing line --B0und-- (cut short?)",
+        MULTIPART,
+    ),
+    "form of many fields": Bad(
+        "/caption",
+        lambda image: form({f"f{i}": "1" for i in range(3000)}, image),
+        422,
+        "the form has 3001 parts",
+        MULTIPART,
+    ),
+    "damaged PNG": Bad("/caption", damaged, 422, "cannot read the image", "image/png"),
+    "decompression bomb": Bad(
+        "/caption",
+        lambda image: bomb(),
+        413,
+        "the image has 400,000,000 pixels; this server takes at most 50,000,000",
+        "image/png",
+    ),
 }
+
+
+def body_of(bad: Bad, image: bytes) -> object:
+    return bad.body(image) if callable(bad.body) else bad.body
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", IMAGE_REQUESTS, ids=str)
-def test_bad_uploads_get_a_4xx_that_says_why_and_the_server_goes_on(case, server, checkpoints):
-    body, content_type, status, message = IMAGE_REQUESTS[case]
-    image = sorted(checkpoints["images"].glob("*.png"))[0].read_bytes()
-    if body is None:
-        body = form({"beam": "0"}, image)
-    got, answer = server.post("/caption", body, content_type)
-    assert got == status, answer
-    assert message in json.dumps(answer["detail"])
+def test_bad_uploads_get_a_4xx_that_says_why_and_the_server_goes_on(case, server, image):
+    bad = IMAGE_REQUESTS[case]
+    got, answer = server.post("/caption", body_of(bad, image), bad.content_type)
+    assert got == bad.status, answer
+    assert bad.message in detail_text(answer)
     assert server.post("/caption", image, "image/png")[0] == 200
 
 
+# ---- good requests beside bad ones --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def good_requests(translator, parser, captioner, image) -> dict[str, tuple]:
+    """A good request of each endpoint: (body, content type, a check of its answer)."""
+    sentences = SENTENCES[:3]
+    translations = expected(translator.translate(sentences, beam=2))
+    words = ["The dog barked .", ["He", "left", "(", "quietly", ")"]]
+    parses = parser.parse(words, beam=2)
+    (caption,) = captioner.caption([image])
+
+    def translated(answer: dict) -> None:
+        assert_same(answer["translations"], translations)
+
+    def parsed(answer: dict) -> None:
+        assert answer["trees"] == [p.text for p in parses]
+        assert answer["scores"] == pytest.approx([p.score for p in parses], abs=1e-4)
+
+    def captioned(answer: dict) -> None:
+        assert answer["caption"] == caption.text
+        assert answer["score"] == pytest.approx(caption.score, abs=1e-4)
+
+    return {
+        "/translate": ({"sentences": sentences, "beam": 2}, "application/json", translated),
+        "/parse": ({"sentences": words, "beam": 2}, "application/json", parsed),
+        "/caption": (image, "image/png", captioned),
+    }
+
+
+def send_together(server: Server, requests: list[tuple[str, object, str | None]]) -> list:
+    """(status, answer) of each request, all sent at once (so LitServe batches them together)."""
+    with ThreadPoolExecutor(len(requests)) as pool:
+        return list(pool.map(lambda r: server.post(*r), requests))
+
+
+def check_good(good_requests: dict, path: str, status: int, answer: object, why: str) -> None:
+    assert status == 200, f"{why}: {answer}"
+    good_requests[path][2](answer)
+
+
+ALL_BAD = {**BAD_REQUESTS, **IMAGE_REQUESTS}
+
+
 @pytest.mark.slow
-def test_a_bad_image_batched_with_good_ones_fails_alone(server, checkpoints):
-    images = [p.read_bytes() for p in sorted(checkpoints["images"].glob("*.png"))[:3]]
-    bodies = [*images, b"not an image"] * 6
-    with ThreadPoolExecutor(len(bodies)) as pool:
-        answers = list(pool.map(lambda b: server.post("/caption", b, "image/png"), bodies))
-    for body, (status, answer) in zip(bodies, answers):
-        assert status == (422 if body == b"not an image" else 200), answer
+@pytest.mark.parametrize("case", ALL_BAD, ids=str)
+def test_bad_requests_batched_with_good_ones_fail_alone(case, server, good_requests, image):
+    """Each bad request sent amid good ones of its endpoint, all at once: it gets its 4xx, and
+    every good one its right answer, however LitServe batched them."""
+    bad = ALL_BAD[case]
+    path = bad.path if bad.path in good_requests else "/translate"
+    body, content_type, _ = good_requests[path]
+    good = (path, body, content_type)
+    answers = send_together(
+        server, [good, good, (bad.path, body_of(bad, image), bad.content_type), good, good]
+    )
+    status, answer = answers.pop(2)
+    for good_status, good_answer in answers:
+        check_good(good_requests, path, good_status, good_answer, f"beside {case!r}")
+    assert status == bad.status and bad.message in detail_text(answer), answer
+
+
+@pytest.mark.slow
+def test_fuzzed_requests_never_get_a_5xx_nor_fail_good_ones(server, good_requests):
+    """400 hostile requests (tests/test_serve_fuzz.py) with 101 good ones among them, 16
+    at a time: none gets a 5xx, every good one its right answer, and the server stays up."""
+    seed = fuzz_seed()
+    rng = random.Random(seed)
+    requests = fuzz_requests(rng, 400)
+    for position in range(0, len(requests) + 1, 4):
+        path = rng.choice(sorted(good_requests))
+        requests.insert(position, (path, *good_requests[path][:2]))
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda r: server.post(*r), requests))
+    for number, ((path, body, content_type), (status, answer)) in enumerate(zip(requests, answers)):
+        why = f"SERVE_FUZZ_SEED={seed}, request {number}: {path} {content_type} {body!r:.300}"
+        if path in good_requests and body is good_requests[path][0]:
+            check_good(good_requests, path, status, answer, why)
+        else:
+            assert status < 500, f"{why}: {status} {answer}"
+            assert isinstance(answer, dict), f"{why}: {answer}"  # a 4xx with a detail, or a 200
+            assert status == 200 or answer.get("detail"), f"{why}: {answer}"
+    assert server.process.poll() is None and call(server.url + "/health") == (200, "ok")
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_set_up_ends_the_server_with_its_reason(checkpoints, tmp_path):
+    """The translator's worker refuses a --max-length over its positional table (1024); the
+    parser's comes up: the server must not serve /parse alone, nor wait for ever, but stop
+    every process and end with the reason."""
+    models = [str(checkpoints["translation"]), str(checkpoints["parsing"])]
+    started = Server([*models, "--max-length", "5000"], tmp_path)
+    try:
+        status = started.process.wait(240)
+    except subprocess.TimeoutExpired:
+        started.stop()
+        pytest.fail(f"the server neither served nor ended: {started.output()}")
+    output = started.output()
+    assert status == 2, output
+    assert (
+        "error: /translate could not start on cpu: --max-length 5000 is more than this model "
+        "reads: its encoder takes 1024 positions, at most 1023 subwords and the source's EOS; "
+        "start the server with --max-length 1023 or less"
+    ) in output
+    assert "Traceback" not in output
+    deadline = time.monotonic() + 15
+    with pytest.raises(ProcessLookupError):  # its workers and manager have ended too
+        while time.monotonic() < deadline:
+            os.killpg(started.process.pid, 0)
+            time.sleep(0.2)
 
 
 @pytest.mark.slow

@@ -5,9 +5,11 @@ batching (requests that arrive together share one model call).
     curl localhost:8000/translate -H 'Content-Type: application/json' \
         -d '{"sentences": ["Ein Hund rennt."]}'
 
-Modules: `requests` (the JSON bodies, validated by FastAPI), `uploads` (an image body or form),
+Modules: `requests` (the JSON bodies, validated by FastAPI), `validation` (the answers to bodies
+FastAPI refuses), `uploads` (an image body or form), `images` (an upload's size and pixels),
 `batching` (one model call per search setting; bad requests answered alone), `endpoints` (the
-three tasks), `server` (the LitServer for a set of checkpoints), `command` (the command line).
+three tasks), `workers` (serving only once every worker is ready), `server` (the LitServer for a
+set of checkpoints), `command` (the command line).
 docs/serving.md has the endpoints, the errors and the measured throughput.
 """
 

@@ -7,17 +7,21 @@ the model batches them by length as it does offline, and each request gets its o
 the results back, in its own order. Requests with different beams (or n-best sizes) are served
 by one call per setting.
 
-A request that fails its checks must not fail the others: LitServe's batched loop answers a
-whole batch with the error when `decode_request`, `predict` or `encode_response` raises, so
-here nothing raises for one request. `decode_request` turns a refused request into a
-`RequestError` value that rides through the batch untouched, and `encode_response` answers it
-alone with its status and message. A model call that fails for a group is retried one request
-at a time, so that only the request that makes the model fail gets a 500.
+A request must not fail the others: LitServe's batched loop answers a whole batch with the
+error when `decode_request`, `predict` or `encode_response` raises, so here none of them raises
+for one request. `decode_request` turns a refused request into a `RequestError` value that
+rides through the batch untouched, and `encode_response` answers it alone with its status and
+message; a check that fails in a way no check foresaw is that request's 422 all the same (its
+exception named, its traceback in the server's log), since a check reads that request alone. A
+model call that fails for a group is retried one request at a time, so that only the request
+that makes the model fail gets a 500. `encode_response` writes the JSON itself, a score JSON
+cannot carry (NaN, ±inf) as null, so that no answer fails later in the HTTP process.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +66,10 @@ class BatchedEndpoint(ls.LitAPI):
             return self.check(request)
         except RequestError as error:
             return error
+        except Exception as error:  # it depends on the request alone: that request's 4xx
+            log.exception("checking a request failed")
+            reason = " ".join(str(error).split())[:200] or "no details"
+            return RequestError(422, f"cannot read this request ({type(error).__name__}: {reason})")
 
     def batch(self, items: Sequence[Job | RequestError]) -> list[Job | RequestError]:
         return list(items)
@@ -86,15 +94,25 @@ class BatchedEndpoint(ls.LitAPI):
         return list(outputs)
 
     def encode_response(self, output: Any) -> Any:
-        if isinstance(output, RequestError):
-            return JSONResponse({"detail": output.detail}, status_code=output.status)
-        return self.respond(output)
+        try:
+            if isinstance(output, RequestError):
+                return JSONResponse({"detail": output.detail}, status_code=output.status)
+            return JSONResponse(finite(self.respond(output)))
+        except Exception:
+            log.exception("writing an answer failed")
+            return JSONResponse(
+                {"detail": "the server failed to write the answer to this request (see its log)"},
+                status_code=500,
+            )
 
     def _serve(self, jobs: list[Job]) -> list[list[Any] | RequestError]:
         """Each job's results from one model call on all their inputs (jobs of one setting)."""
         beam, n_best = jobs[0].settings
+        inputs = [x for job in jobs for x in job.inputs]
         try:
-            results = self.run([x for job in jobs for x in job.inputs], beam, n_best)
+            results = list(self.run(inputs, beam, n_best))
+            if len(results) != len(inputs):
+                raise RuntimeError(f"{len(results)} results for {len(inputs)} inputs")
         except Exception:
             if len(jobs) > 1:
                 log.exception("a batch of %d requests failed; serving them one by one", len(jobs))
@@ -119,3 +137,14 @@ class BatchedEndpoint(ls.LitAPI):
     def respond(self, results: list[Any]) -> dict[str, Any]:
         """The JSON answer to one request, from its results."""
         raise NotImplementedError
+
+
+def finite(answer: Any) -> Any:
+    """`answer` (dicts, lists, scalars) with each float that JSON cannot carry as None."""
+    if isinstance(answer, dict):
+        return {key: finite(value) for key, value in answer.items()}
+    if isinstance(answer, list):
+        return [finite(value) for value in answer]
+    if isinstance(answer, float) and not math.isfinite(answer):
+        return None
+    return answer

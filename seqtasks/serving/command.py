@@ -6,9 +6,11 @@ import argparse
 import sys
 
 from seqtasks.cli.arguments import positive_int
+from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.serving.endpoints import Limits
-from seqtasks.serving.server import ServerSettings, accelerator, build_server, group_by_task, run
+from seqtasks.serving.server import ServerSettings, build_server, group_by_task, run
+from seqtasks.serving.workers import WorkerSetupError
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe accepts
 
@@ -81,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         help="source tokens per sentence: subwords (/translate) or words (/parse)",
     )
     p.add_argument(
+        "--max-megapixels",
+        type=positive_int,
+        default=limits.max_pixels // 10**6,
+        help="largest image /caption decodes, in millions of pixels (a larger one gets 413)",
+    )
+    p.add_argument(
         "--max-payload-mb",
         type=positive_int,
         default=settings.max_payload_mb,
@@ -97,7 +105,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the server until interrupted; 0 then, 2 for bad arguments or checkpoints."""
+    """Run the server until interrupted; 0 then, 2 for bad arguments, a device that is not
+    here, bad checkpoints, or a worker that cannot set up."""
     args = parser().parse_args(argv)
     if args.batch_timeout >= args.timeout > 0:
         parser().error("--batch-timeout must be less than --timeout")
@@ -108,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             "(--max-batch-size 1 serves one request at a time)"
         )
     try:
-        accelerator(args.device)
+        check_device(args.device)
         groups = group_by_task(args.checkpoints)
     except (CheckpointError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -118,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         workers_per_device=args.workers_per_device,
         max_batch_size=args.max_batch_size,
         batch_timeout=args.batch_timeout,
-        limits=Limits(args.max_sentences, args.max_chars, args.max_length),
+        limits=Limits(
+            args.max_sentences, args.max_chars, args.max_length, args.max_megapixels * 10**6
+        ),
         timeout=args.timeout,
         max_payload_mb=args.max_payload_mb,
     )
@@ -127,5 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    run(server, args.host, args.port, args.log_level)
+    try:
+        run(server, args.host, args.port, args.log_level)
+    except WorkerSetupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0

@@ -2,13 +2,15 @@
 `seqtasks.load` model of its task (one checkpoint, or several as an ensemble).
 
 Each runs in its own worker process (one per device × `workers_per_device`): `setup` loads the
-model there; `check` refuses, with a message, what the model should not be given (too many
-sentences, a sentence over the limits, an image that does not decode), before the batch forms.
+model there and refuses a `--max-length` over what its encoder reads; `check` refuses, with a
+message, what the model should not be given (too many sentences, a sentence over the limits, an
+image too large or that does not decode, a bad form field), before the batch forms.
 
 No `from __future__ import annotations` here: LitServe hands `decode_request`'s annotation to
 FastAPI as the request body's type, which must be a class, not a string.
 """
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -17,20 +19,27 @@ from fastapi import Body
 from pydantic import ValidationError
 
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
+from seqtasks.serving.images import read_image
 from seqtasks.serving.requests import CaptionSettings, ParseRequest, TranslateRequest
 from seqtasks.serving.uploads import UploadError, read_upload
+from seqtasks.serving.validation import short_value
+from seqtasks.serving.workers import report_setup_failure
 
 ImageBody = Annotated[bytes, Body(media_type="application/octet-stream")]
 
 
+NUMBER = re.compile(r"[0-9]{1,6}")  # a form field read as an integer: ASCII digits, not '²'
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask: sentences per request, characters per sentence, and source
-    tokens per sentence (subwords for /translate, words for /parse)."""
+    """What one request may ask: sentences per request, characters per sentence, source
+    tokens per sentence (subwords for /translate, words for /parse), and an image's pixels."""
 
     max_sentences: int = 64
     max_chars: int = 2000
     max_length: int = 250
+    max_pixels: int = 50_000_000
 
 
 class ModelEndpoint(BatchedEndpoint):
@@ -39,6 +48,7 @@ class ModelEndpoint(BatchedEndpoint):
     defaults are `ServerSettings`')."""
 
     path = "/predict"
+    unit: str | None = None  # what --max-length counts, for a model that reads tokens
 
     def __init__(
         self,
@@ -56,12 +66,30 @@ class ModelEndpoint(BatchedEndpoint):
         self.threads = threads
 
     def setup(self, device: str) -> None:
-        """Load the model in this worker (on `device`, "cpu" or "cuda:N")."""
+        """Load the model in this worker (on `device`, "cpu" or "cuda:N"); if it cannot be,
+        the server is told why before the worker ends (`workers`)."""
         import seqtasks
 
-        if device == "cpu" and self.threads:
-            torch.set_num_threads(self.threads)
-        self.model = seqtasks.load(self.checkpoints, device=device)
+        try:
+            if device == "cpu" and self.threads:
+                torch.set_num_threads(self.threads)
+            self.model = seqtasks.load(self.checkpoints, device=device)
+            self.check_positions()
+        except Exception as error:
+            report_setup_failure(self, device, error)
+            raise
+
+    def check_positions(self) -> None:
+        """Refuse (ValueError) a `--max-length` over what the model's encoder reads (a
+        Transformer's positional table, less one for the source's EOS), which the model would
+        otherwise cut silently."""
+        positions = self.model.task.encoder.max_positions if self.unit else None
+        if positions is not None and self.limits.max_length > positions - 1:
+            raise ValueError(
+                f"--max-length {self.limits.max_length} is more than this model reads: its "
+                f"encoder takes {positions} positions, at most {positions - 1} {self.unit} and "
+                f"the source's EOS; start the server with --max-length {positions - 1} or less"
+            )
 
     def check_count(self, sentences: list[Any]) -> None:
         """Refuse (413) more sentences than one request may hold."""
@@ -97,6 +125,7 @@ class TranslateEndpoint(ModelEndpoint):
     `{"translations": [{"text": ..., "score": ...}, ...]}`, one per sentence, in order."""
 
     path = "/translate"
+    unit = "subwords"
 
     def decode_request(self, request: TranslateRequest) -> Job | RequestError:
         return super().decode_request(request)
@@ -123,6 +152,7 @@ class ParseEndpoint(ModelEndpoint):
     "scores": [...]}`, one per sentence, in order."""
 
     path = "/parse"
+    unit = "words"
 
     def decode_request(self, request: ParseRequest) -> Job | RequestError:
         return super().decode_request(request)
@@ -132,7 +162,10 @@ class ParseEndpoint(ModelEndpoint):
         words = []
         for i, sentence in enumerate(request.sentences):
             self.check_chars(i, sentence)
-            words.append(self.model.tokens(sentence))
+            try:
+                words.append(self.model.tokens(sentence, i))
+            except (TypeError, ValueError) as error:  # not text, or a token that is no word
+                raise RequestError(422, str(error)) from None
             self.check_length(i, len(words[-1]), "words")
         return Job(words, request.beam, request.n_best)
 
@@ -163,22 +196,10 @@ class CaptionEndpoint(ModelEndpoint):
     def check(self, request: bytes) -> Job:
         try:
             upload = read_upload(request)
-            fields = {k: int(v) if v.isdigit() else v for k, v in upload.fields.items()}
-            settings = CaptionSettings.model_validate(fields)
         except UploadError as error:
             raise RequestError(422, str(error)) from None
-        except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
-            )
-            raise RequestError(422, f"bad form field: {problems}") from None
-        try:
-            pixels = self.model.read([upload.image])[0]  # (3, S, S)
-        except OSError as error:  # "cannot read image #0 (N bytes): <PIL's reason>"
-            reason = str(error).partition(": ")[2]
-            raise RequestError(
-                422, f"cannot read the image ({len(upload.image)} bytes): {reason}"
-            ) from None
+        settings = form_settings(upload.fields)
+        pixels = read_image(self.model, upload.image, self.limits.max_pixels)  # (3, S, S)
         return Job([pixels], settings.beam, settings.n_best)
 
     def run(self, inputs: list[torch.Tensor], beam: int, n_best: int) -> list[Any]:
@@ -187,6 +208,26 @@ class CaptionEndpoint(ModelEndpoint):
     def respond(self, results: list[Any]) -> dict[str, Any]:
         (caption,) = results
         return _result(caption, "caption", caption.text)
+
+
+def form_settings(fields: dict[str, str]) -> CaptionSettings:
+    """The search settings of a /caption form's text fields (ASCII digits read as integers).
+
+    Raises:
+        RequestError: 422 naming each bad field and what it holds.
+    """
+    values = {name: int(v) if NUMBER.fullmatch(v) else v for name, v in fields.items()}
+    try:
+        return CaptionSettings.model_validate(values)
+    except ValidationError as error:
+        problems = "; ".join(map(_field_problem, error.errors()))
+        raise RequestError(422, f"bad form field: {problems}") from None
+
+
+def _field_problem(error: dict[str, Any]) -> str:
+    """`beam: Input should be a valid integer (got '²')`: one of pydantic's problems."""
+    where = ".".join(map(str, error["loc"])) or "form"
+    return f"{where}: {error['msg']} (got {short_value(error['input'])!r})"
 
 
 def _result(result: Any, key: str, text: str) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """What clients send to /translate and /parse: JSON bodies that FastAPI checks against these
 models in the HTTP process, before anything is queued for a model. A body that is not JSON, a
-missing or misspelt field, a wrong type (`"sentences": "a string"`, `[1, 2]`), an empty list or
-a beam out of range is answered there with 422 and FastAPI's account of each problem; limits set
-on the command line (sentences per request, their length) are checked by the endpoint. JSON sent
-without its Content-Type (as `curl -d` sends it) is read all the same.
+missing or misspelt field, a wrong type (`"sentences": "a string"`, `[1, 2]`), an empty list, a
+beam out of range, text that is not valid Unicode (a lone `\\ud800` escape) or a token that
+cannot be a leaf of a tree (empty, or holding white space) is answered there with 422 and an
+account of each problem (`validation`); limits set on the command line (sentences per request,
+their length) are checked by the endpoint. JSON sent without its Content-Type (as `curl -d`
+sends it) is read all the same.
 
 This module must not use `from __future__ import annotations`: FastAPI reads the field types
 (and LitServe the `decode_request` annotation) as objects, not strings.
@@ -11,14 +13,32 @@ This module must not use `from __future__ import annotations`: FastAPI reads the
 
 import json
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from seqtasks.data.text import check_text
+from seqtasks.parsing.ptb_text import check_tokens
 
 MAX_BEAM = 16
+SEND_JSON = "send a JSON object, with Content-Type: application/json"
 
 
 def search_width(default: int) -> int:
     """A beam or n-best size field: a JSON integer from 1 to MAX_BEAM (not "5", 5.5 or true)."""
     return Field(default, strict=True, ge=1, le=MAX_BEAM)
+
+
+def unreadable_body(error: BaseException, send: str = SEND_JSON) -> str | None:
+    """What is wrong with a body that JSON cannot read because of `error`, and what to `send`
+    instead; None for an error that says nothing about the body."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"the body is not valid UTF-8 (byte {error.start}): {send}"
+    if isinstance(error, RecursionError):
+        return f"the body nests arrays or objects too deeply to be read: {send}"
+    if isinstance(error, json.JSONDecodeError):
+        return f"the body is not a JSON object ({error.msg}): {send}"
+    if isinstance(error, ValueError):  # "Exceeds the limit (4300 digits) for integer string …"
+        return f"the body is not a JSON object ({str(error).partition(':')[0][:100]}): {send}"
+    return None
 
 
 class SearchRequest(BaseModel):
@@ -33,15 +53,14 @@ class SearchRequest(BaseModel):
     @classmethod
     def json_whatever_its_content_type(cls, data: object) -> object:
         """Read a JSON body sent without `Content-Type: application/json` (as `curl -d` sends
-        it), which FastAPI hands over as text; other text is refused saying what to send."""
-        if isinstance(data, (str, bytes)):
-            try:
-                return json.loads(data)
-            except ValueError:
-                raise ValueError(
-                    "the body is not a JSON object: send one, with Content-Type: application/json"
-                ) from None
-        return data
+        it), which FastAPI hands over as bytes; other bodies are refused saying what to send."""
+        if not isinstance(data, (str, bytes)):
+            return data
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            return json.loads(text)
+        except (ValueError, RecursionError) as error:
+            raise ValueError(unreadable_body(error)) from None
 
     @model_validator(mode="after")
     def n_best_within_beam(self) -> "SearchRequest":
@@ -56,13 +75,33 @@ class TranslateRequest(SearchRequest):
     sentences: list[str] = Field(min_length=1)
     beam: int = search_width(5)
 
+    @field_validator("sentences")
+    @classmethod
+    def valid_text(cls, sentences: list[str]) -> list[str]:
+        for i, sentence in enumerate(sentences):
+            check_text(sentence, f"sentence {i}")
+        return sentences
+
 
 class ParseRequest(SearchRequest):
     """`{"sentences": ["He left ."], "beam": 10}`: each sentence a string (split into PTB
-    tokens) or a list of tokens (taken as they are)."""
+    tokens) or a list of tokens (taken as they are, so each must be a word: not empty, and
+    without white space)."""
 
     sentences: list[str | list[str]] = Field(min_length=1)
     beam: int = search_width(10)
+
+    @field_validator("sentences")
+    @classmethod
+    def valid_words(cls, sentences: list[str | list[str]]) -> list[str | list[str]]:
+        for i, sentence in enumerate(sentences):
+            if isinstance(sentence, str):
+                check_text(sentence, f"sentence {i}")
+                continue
+            for j, token in enumerate(sentence):
+                check_text(token, f"sentence {i}, token {j}")
+            check_tokens(sentence, f"sentence {i}")
+        return sentences
 
 
 class CaptionSettings(SearchRequest):

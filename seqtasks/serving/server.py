@@ -5,8 +5,9 @@ with a message saying what the server does serve.
 The process model is LitServe's: this process reads the checkpoints' tasks, then starts one
 HTTP process (uvicorn, FastAPI; it validates request bodies) and, for each endpoint, one
 inference worker process per device × `workers_per_device`, each loading its own copy of the
-model and serving the batches of its endpoint's queue. `GET /health` answers 200 once every
-worker has loaded its model.
+model and serving the batches of its endpoint's queue. It serves once every worker has loaded
+its model, and ends with the reason when one cannot (`workers`); bodies FastAPI refuses are
+answered as `validation` writes them.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ import litserve as ls
 from fastapi.responses import JSONResponse
 
 from seqtasks.api.load import members_task
+from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import checkpoint_task
+from seqtasks.serving import validation
 from seqtasks.serving.endpoints import ENDPOINTS, Limits, default_threads
+from seqtasks.serving.workers import CheckedServer
 
 
 @dataclass(frozen=True)
@@ -56,15 +60,14 @@ def group_by_task(checkpoints: Sequence[str | Path]) -> dict[str, list[str]]:
 
 
 def accelerator(device: str) -> tuple[str, int | list[int] | str]:
-    """LitServe's (accelerator, devices) for a seqtasks device name: "auto", "cpu", "cuda"
-    (every GPU, a worker set on each), "cuda:N" (that GPU) or "mps"."""
-    kind, _, index = device.partition(":")
-    if kind not in ("auto", "cpu", "cuda", "mps") or (index and not index.isdigit()):
-        raise ValueError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
-    if kind == "auto":
-        import torch
+    """LitServe's (accelerator, devices) for a seqtasks device name: "auto", "cpu", "cuda" or
+    "gpu" (every GPU, a worker set on each), "cuda:N" (that GPU) or "mps".
 
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    Raises:
+        DeviceError: for an unknown name, or a device this machine does not have (LitServe
+            would start no worker on it, and wait for one for ever).
+    """
+    kind, _, index = check_device(device).partition(":")
     if kind == "cpu":
         return "cpu", 1
     return kind, [int(index)] if index else "auto"
@@ -89,7 +92,7 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
             )
             for task, paths in groups.items()
         ]
-    server = ls.LitServer(
+    server = CheckedServer(
         apis,
         accelerator=kind,
         devices=devices,
@@ -99,6 +102,7 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
         model_metadata={task: [Path(p).name for p in paths] for task, paths in groups.items()},
     )
     add_missing_endpoints(server, groups)
+    validation.install(server.app)
     return server
 
 
@@ -127,9 +131,10 @@ def _not_found(message: str):
 
 
 def run(server: ls.LitServer, host: str, port: int, log_level: str = "info") -> None:
-    """Serve until interrupted. SIGTERM (and SIGINT, which a shell ignores for background
-    jobs) ends it the way Ctrl+C does, stopping the HTTP and worker processes too; the
-    processes forked from this one inherit the handler and keep the default behaviour."""
+    """Serve until interrupted; WorkerSetupError if a worker cannot set up. SIGTERM (and
+    SIGINT, which a shell ignores for background jobs) ends it the way Ctrl+C does, stopping
+    the HTTP and worker processes too; the processes forked from this one inherit the handler
+    and keep the default behaviour."""
     main_process = os.getpid()
 
     def interrupt(signum: int, frame: object) -> None:
@@ -141,10 +146,13 @@ def run(server: ls.LitServer, host: str, port: int, log_level: str = "info") -> 
 
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-    server.run(
-        host=host,
-        port=port,
-        num_api_servers=1,
-        log_level=log_level,
-        generate_client_file=False,
-    )
+    try:
+        server.run(
+            host=host,
+            port=port,
+            num_api_servers=1,
+            log_level=log_level,
+            generate_client_file=False,
+        )
+    except KeyboardInterrupt:  # while the workers were starting: all stopped already
+        pass

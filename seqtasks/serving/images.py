@@ -1,0 +1,60 @@
+"""An uploaded image, read for /caption: its size is looked up in its header before anything is
+decoded, so that an image of more pixels than the server takes (a decompression bomb: a few
+kilobytes of PNG can hold gigapixels) is refused with 413 instead of filling the worker's
+memory; then the model's own reader decodes it. Whatever Pillow raises on bytes it cannot read
+(OSError, and also SyntaxError, ValueError … on damaged files) is that request's 422.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+from typing import Any
+
+from PIL import Image
+from torch import Tensor
+
+from seqtasks.serving.batching import RequestError
+
+BOMB = re.compile(r"Image size \((\d+) pixels\)")  # how Pillow's DecompressionBombError says it
+
+
+def image_pixels(data: bytes) -> int | None:
+    """The pixels (width × height) an encoded image says it has, read from its header alone
+    (also when Pillow would refuse it as a decompression bomb); None when Pillow cannot tell,
+    and the model's reader then says why."""
+    try:
+        with warnings.catch_warnings():  # Pillow's DecompressionBombWarning: checked here
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+    except Image.DecompressionBombError as error:
+        found = BOMB.search(str(error))
+        return int(found[1]) if found else None
+    except Exception:  # not an image, or a damaged one
+        return None
+    return width * height
+
+
+def read_image(model: Any, data: bytes, max_pixels: int) -> Tensor:
+    """(3, S, S) the pixels of an uploaded image at the size the captioner `model` reads.
+
+    Raises:
+        RequestError: 413 for an image of more than `max_pixels` pixels, 422 for bytes that
+            are not an image Pillow can decode, saying why.
+    """
+    pixels = image_pixels(data)
+    if pixels is not None and pixels > max_pixels:
+        raise RequestError(
+            413,
+            f"the image has {pixels:,} pixels; this server takes at most {max_pixels:,} (send a "
+            f"smaller copy: the model reads images at {model.image_size}×{model.image_size})",
+        )
+    try:
+        return model.read([data])[0]
+    except Exception as error:  # OSError "cannot read image #0 (N bytes): <Pillow's reason>"
+        reason = str(error).partition(": ")[2] if isinstance(error, OSError) else repr(error)
+        raise RequestError(
+            422, f"cannot read the image ({len(data)} bytes): {reason[:300]}"
+        ) from None
