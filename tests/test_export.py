@@ -4,13 +4,22 @@ Small Transformers are trained for a few seconds on 300 Multi30k pairs (so their
 no near-ties), saved as checkpoints, exported, and CTranslate2's greedy output on held-out
 sentences is compared with `task.translate(beam_size=1)`, token for token and score for score;
 Post-LN and Pre-LN, sinusoidal and learned positions, tied and untied outputs, shared
-embeddings. What cannot be exported is refused by name, and OUT is never left half-written.
+embeddings. What cannot be exported is refused by name, and OUT is never left half-written; an
+OUT that would lose the checkpoint, or cannot be written, is refused before the checkpoint is
+read; what an export killed mid-way (a real process, SIGKILLed) left is cleaned by the next.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
+from collections import namedtuple
+from contextlib import contextmanager
 
 import ctranslate2  # the dev extras install it: a missing one fails, never skips
 import lightning as L
@@ -18,6 +27,7 @@ import pytest
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
+from conftest import REPO
 from lightning.pytorch.cli import instantiate_module
 
 from seqtasks.data.batch import pad, teacher_forcing
@@ -229,11 +239,13 @@ def refused(toy_tokenizers, tmp_path_factory) -> dict:
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_refuses_what_ctranslate2_cannot_run(name, refused, tmp_path, capsys):
     out = tmp_path / "out"
+    before = digest(refused[name])
     assert main([str(refused[name]), "--to", "ctranslate2", str(out)]) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"error: {refused[name]} cannot be exported to CTranslate2: ")
     assert REFUSED[name][1] in error
     assert not out.exists() and list(tmp_path.iterdir()) == []
+    assert digest(refused[name]) == before
 
 
 @pytest.mark.parametrize("task", ["captioning", "parsing"])
@@ -253,9 +265,32 @@ def test_damaged_or_missing_checkpoint(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree(folder) -> dict:
+    """Every file and link under `folder` (hidden ones included), by relative path: its bytes,
+    or where a link points."""
+    return {
+        str(p.relative_to(folder)): os.readlink(p) if p.is_symlink() else p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_symlink() or p.is_file()
+    }
+
+
 def snapshot(folder) -> dict:
     """The folder's files and their bytes (not the README, which names the folder)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "README.md"}
+
+
+def same_model(folder, exported) -> bool:
+    """Whether `folder` holds the model of the folder `exported`, from a copy of its checkpoint
+    (so `seqtasks_export.json` names another file)."""
+    ours, theirs = snapshot(folder), snapshot(exported)
+    return ours.keys() == theirs.keys() and all(
+        ours[name] == theirs[name] for name in ours if name != "seqtasks_export.json"
+    )
 
 
 @pytest.mark.parametrize("exported", ["post"], indirect=True)
@@ -271,6 +306,7 @@ def test_existing_out_is_replaced_only_with_force_and_never_half_written(
     before = snapshot(out)
     assert main(args) == 2 and "not empty; pass --force" in capsys.readouterr().err
     assert main([str(refused["resi_dual"]), "--to", "ctranslate2", str(out), "--force"]) == 2
+    assert "cannot be exported to CTranslate2" in capsys.readouterr().err
     assert snapshot(out) == before
 
     import seqtasks.export.ctranslate2 as export
@@ -279,8 +315,11 @@ def test_existing_out_is_replaced_only_with_force_and_never_half_written(
         raise OSError("disk full")
 
     monkeypatch.setattr(export, "metadata", fail)
-    with pytest.raises(OSError, match="disk full"):
-        export.export_ctranslate2(checkpoint, out, force=True)
+    assert main([*args, "--force"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: could not write {out}: disk full; {out} is as it was, and the new model was "
+        "not kept\n"
+    )
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "staging folder left behind"
     monkeypatch.undo()
@@ -294,6 +333,8 @@ def test_command_line_usage(tmp_path, capsys):
         assert main(args) == 2
     assert main(["x.ckpt", "--to", "ctranslate2", "out", "--quantization", "int3"]) == 2
     assert "invalid choice: 'int3'" in capsys.readouterr().err
+    assert main(["x.ckpt", "--to", "ctranslate2", ""]) == 2
+    assert "argument OUT: must name a folder, got an empty string" in capsys.readouterr().err
 
 
 def test_quantizations_are_ctranslate2s():
@@ -302,3 +343,307 @@ def test_quantizations_are_ctranslate2s():
     from seqtasks.export.ctranslate2 import QUANTIZATIONS
 
     assert set(QUANTIZATIONS) == {"none", *ACCEPTED_MODEL_TYPES}
+
+
+# ---- OUT is checked before the checkpoint is read, and never costs an input ----------------
+@pytest.fixture
+def run_folder(exported, tmp_path) -> tuple:
+    """(a copy of the post model's checkpoint in `tmp_path/run/checkpoints/`, its CTranslate2
+    folder as exported earlier)."""
+    _, _, checkpoint, good = exported
+    (tmp_path / "run/checkpoints").mkdir(parents=True)
+    return shutil.copy(checkpoint, tmp_path / "run/checkpoints/last.ckpt"), good
+
+
+@pytest.fixture
+def not_loaded(monkeypatch):
+    """Fails the test if the checkpoint is loaded: the refusal must come before."""
+    import seqtasks.export.ctranslate2 as export
+
+    def load(path):
+        pytest.fail(f"{path} was loaded before OUT was refused")
+
+    monkeypatch.setattr(export, "load_translation_task", load)
+
+
+def refused_before_loading(args, says, capsys) -> str:
+    """Run the export `args`; it must end with one `error: …` line containing `says`."""
+    assert main([*args[:1], "--to", "ctranslate2", *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: OUT") and err.count("\n") == 1 and says in err, err
+    return err
+
+
+LOSING_OUTS = {  # name -> (OUT relative to tmp_path, what the message says)
+    "the checkpoint's folder": ("run/checkpoints", "holds the checkpoint"),
+    "the run folder above it": ("run", "holds the checkpoint"),
+    "the current folder": (".", "holds the checkpoint"),
+    "the checkpoint itself": ("run/checkpoints/last.ckpt", "is also the checkpoint"),
+    "a link to the checkpoint's folder": ("link", "holds the checkpoint"),
+}
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+@pytest.mark.parametrize("case", sorted(LOSING_OUTS))
+def test_refuses_an_out_that_would_replace_the_checkpoint(
+    case, run_folder, not_loaded, tmp_path, monkeypatch, capsys
+):
+    checkpoint, _ = run_folder
+    (tmp_path / "link").symlink_to(tmp_path / "run/checkpoints", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    before, everything = digest(checkpoint), tree(tmp_path)
+    out, says = LOSING_OUTS[case]
+    refused_before_loading([str(checkpoint), out, "--force"], says, capsys)
+    assert digest(checkpoint) == before and tree(tmp_path) == everything
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_refuses_an_out_holding_seqtasks_own_files(
+    run_folder, not_loaded, tmp_path, monkeypatch, capsys
+):
+    checkpoint, _ = run_folder
+    says = "would overwrite the seqtasks package"
+    refused_before_loading([str(checkpoint), str(REPO)], says, capsys)  # no --force: safe
+    script = tmp_path / "tools/run_export.py"  # as the script being run: safe to lose if broken
+    script.parent.mkdir()
+    script.write_text("from seqtasks.export import main\n")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    everything = tree(tmp_path)
+    args = [str(checkpoint), str(script.parent), "--force"]
+    refused_before_loading(args, "would overwrite the script being run", capsys)
+    assert tree(tmp_path) == everything
+
+
+@contextmanager
+def immutable(folder):
+    """`folder` made immutable (`chattr +i`: not even root can create, rename or remove
+    anything in it) for the block."""
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_refuses_an_out_that_cannot_be_written(run_folder, not_loaded, tmp_path, capsys):
+    checkpoint, good = run_folder
+    (tmp_path / "notes.txt").write_text("mine")
+    fixed = tmp_path / "fixed"
+    shutil.copytree(good, fixed / "ct2")
+    everything = tree(tmp_path)
+    for out, says in [
+        (tmp_path / "notes.txt", "is a file, not a folder"),
+        (tmp_path / "notes.txt/ct2", f"{tmp_path / 'notes.txt'} is a file, not a folder"),
+        ("/sys/seqtasks-export", "no file can be created in /sys"),
+    ]:
+        refused_before_loading([str(checkpoint), str(out), "--force"], says, capsys)
+    with immutable(fixed):
+        says = f"no file can be created in {fixed}"
+        refused_before_loading([str(checkpoint), str(fixed / "new")], says, capsys)
+        # OUT itself can be written, but replacing it takes its folder
+        err = refused_before_loading([str(checkpoint), str(fixed / "ct2"), "--force"], says, capsys)
+        assert err.startswith(f"error: OUT's folder {fixed} cannot be written")
+    assert tree(tmp_path) == everything
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_refuses_too_little_free_space_before_writing(run_folder, tmp_path, monkeypatch, capsys):
+    checkpoint, good = run_folder
+    out = shutil.copytree(good, tmp_path / "ct2")
+    everything = tree(tmp_path)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 50_000))
+    assert main([str(checkpoint), "--to", "ctranslate2", str(out), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out} needs about 0.") and "MiB free; free some space" in err
+    assert tree(tmp_path) == everything
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+@pytest.mark.parametrize("back_too", [False, True], ids=["new_fails", "back_fails_too"])
+def test_failed_rename_into_place_keeps_the_old_out(
+    back_too, run_folder, tmp_path, monkeypatch, capsys
+):
+    checkpoint, good = run_folder
+    out = shutil.copytree(good, tmp_path / "ct2")
+    (out / "note.txt").write_text("mine")
+    before, everything = tree(out), tree(tmp_path)
+    rename = os.rename
+
+    def busy(source, target):  # after OUT is moved aside
+        if str(target) == str(out) and (back_too or str(source).endswith(".tmp")):
+            raise OSError(16, "Device or resource busy")
+        rename(source, target)
+
+    monkeypatch.setattr(os, "rename", busy)
+    assert main([str(checkpoint), "--to", "ctranslate2", str(out), "--force"]) == 2
+    err = capsys.readouterr().err
+    if not back_too:
+        assert err == (
+            f"error: could not write {out}: [Errno 16] Device or resource busy; {out} is as it "
+            "was, and the new model was not kept\n"
+        )
+        assert tree(tmp_path) == everything
+        return
+    (aside,) = tmp_path.glob(".ct2.*.old")
+    assert err == (
+        f"error: could not move the new model into {out} ([Errno 16] Device or resource busy), "
+        f"nor {out} back: it is complete in {aside / 'ct2'}, which the next export here puts "
+        "back\n"
+    )
+    assert tree(aside / "ct2") == before and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([aside.name, "run"])
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_a_link_to_a_folder_is_followed(run_folder, tmp_path, capsys):
+    checkpoint, good = run_folder
+    (tmp_path / "models/v1").mkdir(parents=True)
+    (tmp_path / "models/v1/old.txt").write_text("old")
+    (tmp_path / "models/current").symlink_to("v1", target_is_directory=True)
+    out = tmp_path / "models/current"
+    assert main([str(checkpoint), "--to", "ctranslate2", str(out)]) == 2
+    assert "not empty; pass --force" in capsys.readouterr().err
+    assert main([str(checkpoint), "--to", "ctranslate2", str(out), "--force"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}/ ")
+    assert os.readlink(out) == "v1" and same_model(tmp_path / "models/v1", good)
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["current", "v1"]
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_weights_are_named_and_a_type_this_machine_cannot_compute_is_said(
+    run_folder, tmp_path, capsys
+):
+    """Weights that this machine cannot compute with (float16 types on a CPU) are exported all
+    the same, for the machine they are meant for, with a note: CTranslate2 loads them here by
+    converting them, and refuses compute_type=<them>."""
+    checkpoint, _ = run_folder
+    args = [str(checkpoint), "--to", "ctranslate2"]
+    assert main([*args, str(tmp_path / "f32")]) == 0
+    out, err = capsys.readouterr()
+    assert "(CTranslate2, weights float32, as trained)" in out and err == ""
+    assert main([*args, str(tmp_path / "i8f16"), "--quantization", "int8_float16"]) == 0
+    out, err = capsys.readouterr()
+    assert "(CTranslate2, weights int8_float16)" in out
+    here = ctranslate2.get_supported_compute_types("cpu")
+    if ctranslate2.get_cuda_device_count():
+        here |= ctranslate2.get_supported_compute_types("cuda")
+    if "int8_float16" in here:
+        assert err == ""
+        return
+    assert err.startswith("note: this machine cannot compute in int8_float16 (CTranslate2 ")
+    assert "compute_type='int8_float16' fails" in err
+    translator = ctranslate2.Translator(str(tmp_path / "i8f16"), device="cpu")
+    assert translator.compute_type in here
+    with pytest.raises(ValueError, match="int8_float16"):
+        ctranslate2.Translator(str(tmp_path / "i8f16"), device="cpu", compute_type="int8_float16")
+
+
+# ---- a killed export: what it left is cleaned by the next ----------------------------------
+PAUSED_EXPORT = """
+import os, shutil, sys, time
+from pathlib import Path
+import seqtasks.export.ctranslate2 as export
+from seqtasks.export import main
+
+def pause():
+    print("paused", flush=True)
+    time.sleep(300)
+
+where, *args = sys.argv[1:]
+rename, rmtree = os.rename, shutil.rmtree
+if where == "staging":  # model.bin and the sentencepiece models are in the staging folder
+    export.metadata = lambda *_: pause()
+elif where == "swap":  # OUT has just been moved aside, the new folder is not yet in its place
+    def rename_then_pause(source, target):
+        rename(source, target)
+        if Path(target).parent.suffix == ".old":
+            pause()
+    os.rename = rename_then_pause
+else:  # "removing": the new OUT is in place, the old one half removed
+    def remove_half_then_pause(path, *rest, **options):
+        if (Path(path) / "ct2/model.bin").is_file():
+            os.unlink(Path(path) / "ct2/model.bin")
+            pause()
+        rmtree(path, *rest, **options)
+    shutil.rmtree = remove_half_then_pause
+sys.exit(main(args))
+"""
+
+
+@pytest.fixture(scope="module")
+def paused_exports(exported, tmp_path_factory, child_env) -> dict:
+    """Three `seqtasks export` processes of the post model, run side by side, each paused at
+    `where` (see PAUSED_EXPORT) until its test SIGKILLs it: where -> (process, OUT, arguments).
+    "swap" and "removing" replace an earlier export with a note.txt added (`--force`)."""
+    _, _, checkpoint, good = exported
+    runs = {}
+    try:
+        for where in ("staging", "swap", "removing"):
+            out = tmp_path_factory.mktemp(where) / "ct2"
+            args = [str(checkpoint), "--to", "ctranslate2", str(out)]
+            if where != "staging":
+                shutil.copytree(good, out)
+                (out / "note.txt").write_text("mine")
+            command = [sys.executable, "-c", PAUSED_EXPORT, where, *args]
+            if where != "staging":
+                command.append("--force")
+            env = child_env | {"PYTHONPATH": str(REPO)}
+            process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            )
+            runs[where] = (process, out, args)
+        for process, _, _ in runs.values():
+            assert process.stdout.readline() == b"paused\n", process.stderr.read().decode()
+        yield runs
+    finally:
+        for process, _, _ in runs.values():
+            process.kill()
+            process.wait()
+            process.stdout.close()
+            process.stderr.close()
+
+
+def kill(process) -> None:
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_staging_of_a_killed_export_is_removed_and_a_running_ones_kept(exported, paused_exports):
+    process, out, args = paused_exports["staging"]
+    (staging,) = out.parent.glob(".ct2.*.tmp")
+    assert staging.name.endswith(f"-{process.pid}.tmp") and (staging / "model.bin").is_file()
+    assert main(args) == 0 and staging.is_dir(), "a running export's staging folder was removed"
+    kill(process)
+    assert staging.is_dir()  # nothing removes it until the next export into this folder
+    assert main([*args, "--force"]) == 0 and snapshot(out) == snapshot(exported[3])
+    assert [p.name for p in out.parent.iterdir()] == ["ct2"], "a killed export's staging left"
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_out_moved_aside_by_a_killed_export_is_put_back(exported, paused_exports, tmp_path, capsys):
+    """Killed between its two renames, an export has left no OUT, the old one in an `.old`
+    folder and the new one in its staging folder: the next export puts the old one back."""
+    process, out, args = paused_exports["swap"]
+    kill(process)
+    assert not out.exists() and len(list(out.parent.glob(".ct2.*.old"))) == 1
+    shutil.copytree(exported[3], tmp_path / "before")
+    (tmp_path / "before/note.txt").write_text("mine")
+    assert main(args) == 2 and "not empty; pass --force" in capsys.readouterr().err
+    assert tree(out) == tree(tmp_path / "before")
+    assert [p.name for p in out.parent.iterdir()] == ["ct2"], "what the killed export left"
+
+
+@pytest.mark.parametrize("exported", ["post"], indirect=True)
+def test_old_out_half_removed_by_a_killed_export_is_never_put_back(exported, paused_exports):
+    """Killed while removing the old OUT (the new one in place), an export leaves part of the
+    old one, which is never mistaken for a whole OUT to put back, even once OUT is gone."""
+    process, out, args = paused_exports["removing"]
+    kill(process)
+    assert snapshot(out) == snapshot(exported[3])
+    shutil.rmtree(out)
+    assert main(args) == 0 and snapshot(out) == snapshot(exported[3])
+    assert [p.name for p in out.parent.iterdir()] == ["ct2"], "what the killed export left"

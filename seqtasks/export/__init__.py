@@ -6,8 +6,10 @@ another runtime loads.
 
 Exit status 0 when written; 2 for bad arguments, a missing or damaged checkpoint, a model the
 runtime cannot run (the reason named: an RNN, ResiDual norm, a captioning or parsing
-checkpoint) or an output folder that is not empty (without --force). The folder is built beside
-OUT and renamed into place, so a failed export leaves OUT as it was. docs/deployment.md.
+checkpoint), an OUT that is or holds the checkpoint or cannot be written, an output folder that
+is not empty (without --force), or too little free space; OUT is checked before the checkpoint
+is read. The folder is built beside OUT and renamed into place, so a failed or killed export
+leaves OUT as it was (the next export cleans what a killed one left). docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from seqtasks.io.checkpoint_files import CheckpointError
 __all__ = ["ExportError", "main"]
 
 
+def folder_path(text: str) -> Path:
+    """OUT as a path; an empty one is refused (it would name the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a folder, got an empty string")
+    return Path(text)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     from seqtasks.export.ctranslate2 import QUANTIZATIONS
 
@@ -29,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="seqtasks export", description=__doc__.split("\n\n")[0].replace("`", "")
     )
     parser.add_argument("checkpoint", type=Path, metavar="CKPT", help="a seqtasks checkpoint")
-    parser.add_argument("out", type=Path, metavar="OUT", help="the model folder to write")
+    parser.add_argument("out", type=folder_path, metavar="OUT", help="the model folder to write")
     parser.add_argument("--to", required=True, choices=["ctranslate2"], help="the runtime")
     parser.add_argument(
         "--quantization",
@@ -51,12 +60,15 @@ def main(argv: list[str]) -> int:
     except ImportError:
         print("error: --to ctranslate2 needs CTranslate2: pip install ctranslate2", file=sys.stderr)
         return 2
-    from seqtasks.export.ctranslate2 import export_ctranslate2
+    from seqtasks.export.ctranslate2 import WEIGHTS, export_ctranslate2, unsupported_here
 
     try:
         out = export_ctranslate2(args.checkpoint, args.out, args.quantization, args.force)
     except (ExportError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {out}/ (CTranslate2, weights {args.quantization}) from {args.checkpoint}")
+    weights = WEIGHTS.get(args.quantization, args.quantization)
+    print(f"wrote {out}/ (CTranslate2, weights {weights}) from {args.checkpoint}")
+    if (why := unsupported_here(args.quantization)) is not None:
+        print(f"note: {why}", file=sys.stderr)
     return 0

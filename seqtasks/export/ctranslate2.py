@@ -6,7 +6,8 @@ was exported (`seqtasks_export.json`) and a README beside it. The weight mapping
 Refused, with the checkpoint and the reason named (`ExportError`): captioning and parsing
 checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two,
 `norm: resi_dual`, whose second residual stream CTranslate2 has no layer for, and
-`self_attention: linear`.
+`self_attention: linear`. OUT is checked before the checkpoint is read, and the free space for
+the model before a byte of it is written (`seqtasks.export.staging`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders.transformer import TransformerEncoder
 from seqtasks.export.ctranslate2_spec import layer_norm_epsilons, transformer_spec
-from seqtasks.export.staging import ExportError, refuse_existing, staged_directory
+from seqtasks.export.staging import (
+    ExportError,
+    prepare_output,
+    require_space,
+    staged_directory,
+)
 from seqtasks.io.checkpoint_files import checkpoint_task, load_task
 
 # What `--quantization` accepts: "none" keeps float32 weights; the rest are CTranslate2's
@@ -36,6 +42,10 @@ QUANTIZATIONS = (
     "bfloat16",
     "float32",
 )
+# What the weights are, in words, where the option's name does not say it.
+WEIGHTS = {"none": "float32, as trained"}
+# Room for config.json, seqtasks_export.json, the README and model.bin's variable names.
+SMALL_FILES = 1 << 16
 WHY_TRANSLATION_ONLY = {
     "captioning": "its encoder reads images, and CTranslate2's Transformer reads tokens",
     "parsing": "its search must follow the bracket grammar (a `Constraint`), which "
@@ -95,15 +105,45 @@ def refusal(task: Any) -> str | None:
     return None
 
 
-def _converter(task: Any) -> Any:
-    """A `ctranslate2.converters.Converter` whose `_load` gives `transformer_spec(task)`."""
-    from ctranslate2.converters import Converter
+def converted_spec(task: Any, quantization: str) -> Any:
+    """`transformer_spec(task)` validated and with its weights quantised, as CTranslate2's
+    `Converter.convert` does before it writes a byte (so the size is known first)."""
+    spec = transformer_spec(task)
+    spec.validate()
+    spec.optimize(quantization=None if quantization == "none" else quantization)
+    return spec
 
-    class SeqtasksConverter(Converter):
-        def _load(self) -> Any:
-            return transformer_spec(task)
 
-    return SeqtasksConverter()
+def folder_size(spec: Any, task: Any) -> int:
+    """About how many bytes the exported folder of `spec` takes: the weights (shared ones
+    once), the sentencepiece models and the vocabularies as JSON."""
+    weights = sum(v.num_bytes() for v in spec.variables().values() if not isinstance(v, str))
+    size = weights + SMALL_FILES
+    for tokenizer in (task.src_tokenizer, task.tgt_tokenizer):
+        pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+        size += len(tokenizer.proto) + len(json.dumps(pieces))
+    return size
+
+
+def unsupported_here(quantization: str) -> str | None:
+    """Why no device of this machine can compute with `quantization`'s weights as stored, or
+    None if one can. The folder is still right for a machine that can (float16 types: a GPU):
+    CTranslate2 loads it here too (compute_type "default") by converting the weights."""
+    import ctranslate2
+
+    weights = "float32" if quantization == "none" else quantization
+    devices = {"CPU": ctranslate2.get_supported_compute_types("cpu")}
+    if ctranslate2.get_cuda_device_count() > 0:
+        devices["GPU"] = ctranslate2.get_supported_compute_types("cuda")
+    if any(weights in types for types in devices.values()):
+        return None
+    supported = "; ".join(f"{', '.join(sorted(t))} on its {d}" for d, t in devices.items())
+    no_gpu = "" if "GPU" in devices else ", and it has no CUDA GPU"
+    return (
+        f"this machine cannot compute in {weights} (CTranslate2 supports {supported}{no_gpu}): "
+        "the folder is for a machine that can; loaded here, CTranslate2 converts the weights to "
+        f"a type this one supports, and compute_type={weights!r} fails"
+    )
 
 
 def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
@@ -143,8 +183,8 @@ def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
 
 README = """# CTranslate2 model exported by `seqtasks export`
 
-From `{checkpoint}` ({quantization}). `source.model` and `target.model` are the sentencepiece
-models; the model appends `</s>` to every source itself (`add_source_eos`).
+From `{checkpoint}` (weights {quantization}). `source.model` and `target.model` are the
+sentencepiece models; the model appends `</s>` to every source itself (`add_source_eos`).
 
 ```python
 import ctranslate2, sentencepiece as spm
@@ -169,29 +209,32 @@ def export_ctranslate2(
     """Write the CTranslate2 model of the translation checkpoint `checkpoint` to the folder
     `out`, with `source.model`, `target.model`, `seqtasks_export.json` and a README beside it.
 
-    `out` is built in a hidden sibling folder and renamed into place when complete; an existing
-    non-empty `out` is replaced only with `force`.
+    `out` is checked before the checkpoint is read (`prepare_output`: it must not be or hold
+    the checkpoint, and must be writable), built in a hidden sibling folder and renamed into
+    place when complete; an existing non-empty `out` is replaced only with `force`.
 
     Raises:
         CheckpointError: for a missing, damaged or foreign checkpoint.
-        ExportError: for a model CTranslate2 cannot run (the reason named), or an `out` that
-            must not be replaced.
+        ExportError: for a model CTranslate2 cannot run (the reason named), an `out` that must
+            not or cannot be written, or too little free space for it.
     """
     checkpoint, out = Path(checkpoint), Path(out)
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unknown quantization {quantization!r}; choose from {QUANTIZATIONS}")
-    refuse_existing(out, force)  # before the minutes a large checkpoint may take to load
+    folder = prepare_output(out, checkpoint, force)  # before a large checkpoint's minutes
     task = load_translation_task(checkpoint)
     why = refusal(task)
     if why is not None:
         raise ExportError(f"{checkpoint} cannot be exported to CTranslate2: {why}")
-    with staged_directory(out, force) as folder:
-        weights = None if quantization == "none" else quantization
-        _converter(task).convert(str(folder), quantization=weights, force=True)
-        (folder / "source.model").write_bytes(task.src_tokenizer.proto)
-        (folder / "target.model").write_bytes(task.tgt_tokenizer.proto)
+    spec = converted_spec(task, quantization)
+    require_space(folder, folder_size(spec, task))
+    with staged_directory(folder, force) as staging:
+        spec.save(str(staging))
+        (staging / "source.model").write_bytes(task.src_tokenizer.proto)
+        (staging / "target.model").write_bytes(task.tgt_tokenizer.proto)
         stored = metadata(task, checkpoint, quantization)
-        (folder / "seqtasks_export.json").write_text(json.dumps(stored, indent=2) + "\n")
-        readme = README.format(checkpoint=checkpoint.name, quantization=quantization, name=out.name)
-        (folder / "README.md").write_text(readme, encoding="utf-8")
+        (staging / "seqtasks_export.json").write_text(json.dumps(stored, indent=2) + "\n")
+        weights = WEIGHTS.get(quantization, quantization)
+        readme = README.format(checkpoint=checkpoint.name, quantization=weights, name=folder.name)
+        (staging / "README.md").write_text(readme, encoding="utf-8")
     return out

@@ -3,22 +3,28 @@ one stood, because the data goes to a temporary file beside it that is renamed w
 
 Temporary files are hidden (`.NAME.HOST-PID.tmp`), name the process that writes them, and do not
 end in the target's suffix, so a glob for `*.ckpt` or `*.png` never finds one; those a killed
-process left behind are removed by `remove_stale_temporaries`.
+process left behind are removed by `remove_stale_temporaries`, and so are the temporary folders
+(`temporary_folder`) that a whole output folder is built in.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-# `.NAME.HOST-PID.tmp`, followed by NAME's suffix when written by `temporary_path`; and the
-# `.NAME.PID.tmp.SUFFIX` that versions before this one wrote (a glob for `*.SUFFIX` sees those).
-_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.tmp(\.\w+)?$")
+# `.NAME.HOST-PID.tmp`, followed by NAME's suffix when written by `temporary_path` (another
+# ENDING than tmp: `temporary_folder`); and the `.NAME.PID.tmp.SUFFIX` that versions before this
+# one wrote (a glob for `*.SUFFIX` sees those).
+_TEMPORARY = re.compile(
+    r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9-]+)-(?P<pid>\d+)\.(?P<ending>[a-z]+)(\.\w+)?$"
+)
 _OLD_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(?P<suffix>\.\w+)$")
 
 
@@ -61,6 +67,15 @@ def open_atomic(path: str | Path) -> Iterator[BinaryIO]:
         tmp.unlink(missing_ok=True)
 
 
+def temporary_folder(path: Path, ending: str = "tmp") -> Path:
+    """A new, empty hidden folder beside `path`, `.NAME.XXXXXXXX.HOST-PID.tmp`, to build a whole
+    output folder in and rename into place; named as the temporary files are, so
+    `remove_stale_temporaries` removes it once its process is dead. Another `ending` names a
+    folder that it leaves alone (`stale_temporaries(folder, ending)` finds those)."""
+    suffix = f".{_host()}-{os.getpid()}.{ending}"
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent))
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
     """Write `data` (str as UTF-8) to `path` via a temporary file and a rename."""
     with open_atomic(path) as f:
@@ -79,22 +94,37 @@ def _running(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(folder: str | Path) -> list[Path]:
-    """Remove the temporary files in `folder` that a process of this machine, no longer
-    running, left when it was killed mid-write; return them. Temporaries of running
-    processes, and of other machines sharing the folder, are kept."""
-    folder, host, removed = Path(folder), _host(), []
+def stale_temporaries(folder: str | Path, ending: str = "tmp") -> list[Path]:
+    """The temporary files and folders in `folder` (`.NAME.HOST-PID.ENDING`, and with "tmp" the
+    files of earlier versions) whose process, of this machine, is no longer running. Those of
+    running processes, and of other machines sharing the folder, are not among them."""
+    folder, host, stale = Path(folder), _host(), []
     if not folder.is_dir():
-        return removed
+        return stale
     for path in folder.iterdir():
         match = _TEMPORARY.match(path.name)
-        if match is None:
-            match = _OLD_TEMPORARY.match(path.name)
-            if match is None or not match["name"].endswith(match["suffix"]):
+        if match is None or match["ending"] != ending:
+            match = _OLD_TEMPORARY.match(path.name) if ending == "tmp" else None
+            if match is None or not match["name"].endswith(match["suffix"]) or not path.is_file():
                 continue
         elif match["host"] != host:
             continue
-        if path.is_file() and not _running(int(match["pid"])):
+        if not _running(int(match["pid"])):
+            stale.append(path)
+    return stale
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the temporary files and folders in `folder` that a process of this machine, no
+    longer running, left when it was killed mid-write; return them. Temporaries of running
+    processes, and of other machines sharing the folder, are kept."""
+    removed = []
+    for path in stale_temporaries(folder):
+        if path.is_file():
             path.unlink(missing_ok=True)
-            removed.append(path)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            continue
+        removed.append(path)
     return removed
