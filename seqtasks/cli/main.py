@@ -11,106 +11,47 @@ A config that names no logger gets `metrics.csv` and TensorBoard event files in 
 `lightning_logs/version_N` folder (`training.loggers`); one that names no progress bar gets
 plain lines (`training.progress.LineProgress`) when stderr is not a terminal.
 
-Errors a person can act on: a config error starts with one line naming the key and what is wrong
-with it (jsonargparse's account follows), and a `--ckpt_path` that is damaged, or of another
-task than the config's model, is refused by name before anything is built.
+Errors a person can act on end the run with one `error:` line (status 2) before its first step:
+a config error names the key and what is wrong with it (`config_errors`; jsonargparse's account
+follows); a `--ckpt_path` that is missing, damaged, or of another task than the config's model
+is refused before anything is built; an accelerator or devices this machine lacks
+(`accelerators`) before the Trainer is built; a place the run cannot write, or a prediction
+file that would replace the data (`outputs`), before it starts; a checkpoint whose model,
+optimiser or schedulers differ from the config's (`training.compatibility`), and a model with
+fewer positions than the data's sequences need (`training.positions`), before the first step.
+The config describes the model: unlike LightningCLI, `--ckpt_path FILE` does not read the
+model's settings from the file over it.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
+from seqtasks.cli.accelerators import check_accelerator
+from seqtasks.cli.checkpoint_paths import best_checkpoint, point_at_last
+from seqtasks.cli.config_errors import SeqtasksParser
+from seqtasks.cli.outputs import check_run_outputs
+from seqtasks.devices import DeviceError
 from seqtasks.io.checkpoint_files import CheckpointError, require_task
+from seqtasks.io.outputs import OutputError
 from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.training.host_memory import keep_freed_memory
 from seqtasks.training.loggers import default_loggers
+from seqtasks.training.positions import PositionsError
 from seqtasks.training.progress import LineProgress
 
 TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
-
-# What jsonargparse's error messages say, step by step from the outer key to the fault.
-_ERROR_STEP = re.compile(
-    r'Parser key "(?P<key>[^"]+)":(?P<list>\s+Does not validate[^\n]*\n\s+Subtypes: \[list\[)?'
-    r"|Problem with given class_path '(?P<class_path>[^']+)':"
-    r"|Option '(?P<unknown>[^']+)' is not accepted"
-    r"|does not accept option '(?P<option>[^']+)'"
-    r"|Key \"(?P<required>[^\"]+)\" is required"
-    r"|Expected a <class '(?P<type>(?!NoneType')\w+)'>"
-)
-_GIVEN = re.compile(r"(?:Got|Given) value: (.*?)(?:\. Got value: .*)?$", re.MULTILINE)
-_NAMED_CLASS = re.compile(r"Namespace\(class_path='([^']+)'")
-_YAML_PLACE = re.compile(r'in "<unicode string>", (line \d+, column \d+)')
-
-
-def config_error_summary(message: str) -> str:
-    """One line out of a jsonargparse error message: the config key at fault, spelled as on
-    the command line (`model.init_args.decoder.init_args.hidden_size`), and what is wrong with
-    it. A message it does not recognise gives its own first line."""
-    if message.startswith("Problems parsing config"):  # YAML syntax: say where
-        problem = [line for line in message.splitlines()[1:] if not line.startswith(" ")]
-        places = _YAML_PLACE.findall(message)
-        where = f" at {places[-1]}" if places else ""
-        return f"the config is not valid YAML{where}: {' '.join(problem) or message}"
-    keys: list[str] = []
-    class_path, in_list, problem = None, False, None
-    for step in _ERROR_STEP.finditer(message):
-        # what follows the step on its line, or on the next line, when that is no step itself
-        rest = message[step.end() :].lstrip(" ").split("\n", 2)
-        follows = (rest[0] or (rest[1] if len(rest) > 1 else "")).strip()
-        if _ERROR_STEP.search(follows) or follows.startswith("Does not validate"):
-            follows = ""
-        if step["key"]:
-            keys.append(step["key"] if not keys else f"init_args.{step['key']}")
-            in_list, problem, class_path = bool(step["list"]), follows or problem, None
-        elif step["class_path"]:
-            class_path = step["class_path"]
-            if keys and in_list:
-                keys[-1] += f"[{class_path.rsplit('.', 1)[-1]}]"
-            if follows:
-                problem = f"cannot use {class_path!r}: {follows}"
-                keys.append("class_path")
-        elif step["unknown"]:
-            keys.append(step["unknown"] if not keys else f"init_args.{step['unknown']}")
-            named = _NAMED_CLASS.search(message, step.end())  # a nested value names it after
-            owner = class_path or (named[1] if named else "its class")
-            return f"{'.'.join(keys)}: not a parameter of {owner}"
-        elif step["option"] or step["required"]:
-            reason = "no such option" if step["option"] else "required, but not given"
-            return f"{step['option'] or step['required']}: {reason}"
-        else:
-            given = _GIVEN.search(message, step.end())
-            got = f", got {given[1][:80]!r}" if given else ""
-            article = "an" if step["type"][0] in "aeiou" else "a"
-            return f"{'.'.join(keys) or 'a value'}: expected {article} {step['type']}{got}"
-    if keys and problem:
-        return f"{'.'.join(keys)}: {problem}"
-    return message.strip().splitlines()[0] if message.strip() else "invalid arguments"
-
-
-class SeqtasksParser(LightningArgumentParser):
-    """LightningCLI's parser, whose errors begin with the line `config_error_summary` makes:
-    jsonargparse prints the whole usage (some 50 lines) first and the key at fault later."""
-
-    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-        if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
-            super().error(message, ex)  # jsonargparse is trying alternatives, or debugging
-        details = f"\n{message.rstrip()}\n" if "\n" in message.strip() else ""
-        sys.stderr.write(
-            f"error: {config_error_summary(message)}\n{details}\n"
-            f"tip: `{self.prog.replace(' [options]', '')} --help` lists the options\n"
-        )
-        self.exit(2)
+SPECIAL_PATHS = ("last", "best", "hpc", "registry")  # what Lightning finds itself
 
 
 class SeqtasksCLI(LightningCLI):
@@ -137,6 +78,10 @@ class SeqtasksCLI(LightningCLI):
         writes, CSV and TensorBoard loggers, and line progress on a non-terminal stderr."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         trainer = config["trainer"]
+        try:
+            check_accelerator(trainer.get("accelerator"), trainer.get("devices"))
+        except DeviceError as error:
+            _exit_with(str(error))
         plugins = _as_list(trainer.get("plugins"))
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             plugins.append(AtomicCheckpointIO())
@@ -157,71 +102,68 @@ class SeqtasksCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
     def _parse_ckpt_path(self) -> None:
-        """Check a `--ckpt_path` file before LightningCLI reads the model's hyperparameters
-        from it: a damaged file, or one of another task than the config's model, ends the run
-        with `error: …` (a traceback about a missing attribute, otherwise)."""
+        """Check a `--ckpt_path` file before anything is built: a missing, damaged or folder
+        path, or a checkpoint of another task than the config's model, ends the run with
+        `error: …`. Unlike LightningCLI, do not read the model's settings from the checkpoint
+        over the config's: those given on the command line (`--model.init_args.test_beam 10`)
+        would be ignored without a word, and a changed model would be another than the config
+        says; the config's model must fit the checkpoint (`compatibility.check_weights`), as
+        with `--ckpt_path last`, whose file is found later."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if ckpt_path and Path(ckpt_path).is_file():
+        special = str(ckpt_path).split(":")[0] in SPECIAL_PATHS or "://" in str(ckpt_path)
+        if ckpt_path and not special:
             try:
                 require_task(ckpt_path, _model_task(self.config[subcommand].get("model")))
             except CheckpointError as error:
                 _exit_with(str(error))
-        super()._parse_ckpt_path()
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """Run it; a checkpoint Lightning finds unreadable, or of another task, (`--ckpt_path
-        last` or `best`) ends the run with `error: PATH: …`."""
+        """Run it, once the places it writes are checked (`check_run_outputs`); a checkpoint
+        Lightning finds unreadable, of another task, or unlike the config's model or training
+        state, a model too short for the data (`check_positions`), and what Lightning finds
+        misconfigured (resuming at epoch 5 with `max_epochs` 3) end the run with `error: …`
+        before its first step."""
         try:
             super()._run_subcommand(subcommand)
-        except CheckpointError as error:
+        except (CheckpointError, OutputError) as error:
             path, message = self.trainer.ckpt_path, str(error)
             _exit_with(message if path is None or str(path) in message else f"{path}: {message}")
+        except (PositionsError, MisconfigurationException) as error:
+            _exit_with(str(error))
 
     def before_fit(self) -> None:
-        self._find_last_checkpoint()
+        self._before_run()
 
     def before_validate(self) -> None:
-        self._find_last_checkpoint()
+        self._before_run()
 
     def before_test(self) -> None:
-        self._find_last_checkpoint()
+        self._before_run()
 
     def before_predict(self) -> None:
-        self._find_last_checkpoint()
+        self._before_run()
 
-    def _find_last_checkpoint(self) -> None:
-        """For `--ckpt_path last`: point every ModelCheckpoint without a `dirpath` at the
-        checkpoint folder of the newest earlier run, where `fit` then also goes on writing.
-
-        Such a ModelCheckpoint keeps its files in the logger's `<name>/version_N/checkpoints`,
-        and every run gets a new version: Lightning would look for last.ckpt in the new, empty
-        folder and start from scratch with only a warning. The folder is spelled as
-        ModelCheckpoint spells it, so the callback's state (best score, top k) is restored too.
-        """
-        if self.config_init[self.subcommand].get("ckpt_path") != "last" or not self.trainer.loggers:
-            return
-        callbacks = [
-            callback
-            for callback in self.trainer.checkpoint_callbacks
-            if isinstance(callback, ModelCheckpoint) and callback.dirpath is None
-        ]
-        logger = self.trainer.loggers[0]
-        root = os.path.join(logger.save_dir or self.trainer.default_root_dir, str(logger.name))
-        if not callbacks or not os.path.isdir(root):
-            return
-        folders = [os.path.join(root, version, "checkpoints") for version in os.listdir(root)]
-        found = [
-            (os.path.getmtime(os.path.join(folder, name)), folder)
-            for folder in folders
-            if os.path.isdir(folder)
-            for name in os.listdir(folder)
-            if name.startswith(ModelCheckpoint.CHECKPOINT_NAME_LAST)
-            and name.endswith(ModelCheckpoint.FILE_EXTENSION)
-        ]
-        if found:
-            for callback in callbacks:
-                callback.dirpath = max(found)[1]
+    def _before_run(self) -> None:
+        """Find what `--ckpt_path last` or `best` means (`checkpoint_paths`), and check every
+        place the run writes (`check_run_outputs`)."""
+        config = self.config_init[self.subcommand]
+        if config.get("ckpt_path") == "last":
+            point_at_last(self.trainer)
+        elif config.get("ckpt_path") == "best":
+            config["ckpt_path"] = best_checkpoint(self.trainer)
+        trainer_config = config["trainer"]
+        logger = trainer_config.get("logger")
+        default_loggers = not trainer_config.get("barebones") and logger in (None, True)
+        root_used = bool(trainer_config.get("default_root_dir")) or default_loggers
+        check_run_outputs(
+            self.trainer,
+            self.subcommand,
+            self.datamodule,
+            config.get("ckpt_path"),
+            root_used or not self.trainer.loggers,
+            default_loggers,
+        )
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -18,19 +18,21 @@ from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
 from seqtasks.search import Constraint, Hypothesis, beam_search, check_stop, greedy, max_lengths
+from seqtasks.tasks.checkpointing import CheckpointHooks
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
-from seqtasks.training.checkpoints import refuse_non_finite
 from seqtasks.training.compiling import compile_parts
 from seqtasks.training.finite import LossWatch
-from seqtasks.training.resume import RESUME_KEY, from_every_process, process_state, set_random_state
+from seqtasks.training.positions import check_positions
+from seqtasks.training.schedules import optimizer_config, step_plateaus
 
 
-class EncoderDecoderTask(L.LightningModule):
+class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
     """What every task shares; a subclass builds its parts with `build_parts`, turns decoded
     batches into its records (`evaluation_records`) and says how it scores them (`Scores`).
     The settings below are every task's (by keyword, in YAML as the task's own `init_args`);
-    a task declares again only those whose default differs.
+    a task declares again only those whose default differs. What its checkpoints hold and
+    must fit: `CheckpointHooks`.
 
     Args:
         label_smoothing, attention_penalty, entropy_weight, reward_scale: the `Objective`.
@@ -81,7 +83,6 @@ class EncoderDecoderTask(L.LightningModule):
         self.beam_stop = check_stop(beam_stop, "beam_stop")
         self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
         self.val_scores, self.test_scores = self.Scores(), self.Scores()
-        self._resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
         self.loss_watch = LossWatch()
 
     # ---- the parts --------------------------------------------------------------------------
@@ -107,6 +108,12 @@ class EncoderDecoderTask(L.LightningModule):
         self.encoder, self.decoder = encoder, decoder
 
     def configure_model(self) -> None:
+        """Refuse parts too short for the data of the run (`check_positions`), before any step;
+        compile them if asked."""
+        trainer = self._trainer  # None when `load_from_checkpoint` builds the model
+        if trainer is not None and trainer.datamodule is not None:
+            stage = trainer.state.fn.value  # "fit", "validate", …
+            check_positions(self.encoder, self.decoder, trainer.datamodule, stage)
         if self.torch_compile and not getattr(self, "_compiled", False):
             compile_parts(self.encoder, self.decoder)
             self._compiled = True
@@ -161,19 +168,11 @@ class EncoderDecoderTask(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         optimizer = self.optimizer(self.parameter_groups())
-        if self.lr_scheduler is None:
-            return optimizer
-        scheduler = self.lr_scheduler(optimizer)
-        if isinstance(scheduler, ReduceLROnPlateau):
-            config = {"scheduler": scheduler, "monitor": self.monitor, "interval": "epoch"}
-        else:
-            config = {"scheduler": scheduler, "interval": "step"}
-        return {"optimizer": optimizer, "lr_scheduler": config}
+        scheduler = None if self.lr_scheduler is None else self.lr_scheduler(optimizer)
+        return optimizer_config(optimizer, scheduler, self.monitor)
 
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
-        # Lightning steps a plateau scheduler at the epoch's end, after the checkpoint of the
-        # epoch's last validation, and skips that step when it resumes from that checkpoint.
-        if not isinstance(scheduler, ReduceLROnPlateau):
+        if not isinstance(scheduler, ReduceLROnPlateau):  # stepped by `step_plateaus`
             super().lr_scheduler_step(scheduler, metric)
 
     # ---- evaluation: a record per example, scored once per split ----------------------------
@@ -200,7 +199,7 @@ class EncoderDecoderTask(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._log_scores(self.val_scores, "val")
         if self.trainer.state.fn == "fit" and not self.trainer.sanity_checking:
-            self._step_plateau()
+            step_plateaus(self.trainer, self.monitor)
 
     def on_test_epoch_end(self) -> None:
         self._log_scores(self.test_scores, "test")
@@ -217,42 +216,6 @@ class EncoderDecoderTask(L.LightningModule):
         for name, value in values.items():
             key = f"{stage}/{name}"
             self.log(key, value, prog_bar=key == self.monitor, sync_dist=True)
-
-    def _step_plateau(self) -> None:
-        """Step ReduceLROnPlateau on the `monitor` value this validation logged."""
-        schedulers = [c.scheduler for c in self.trainer.lr_scheduler_configs]
-        plateaus = [s for s in schedulers if isinstance(s, ReduceLROnPlateau)]
-        if not plateaus:
-            return
-        metrics = self.trainer.callback_metrics
-        if self.monitor not in metrics:
-            raise KeyError(
-                f"ReduceLROnPlateau watches monitor={self.monitor!r}, which validation did not "
-                f"log; it logged {sorted(metrics)}"
-            )
-        for scheduler in plateaus:
-            scheduler.step(float(metrics[self.monitor]))
-
-    # ---- checkpoints: what resuming needs beyond Lightning's own state ----------------------
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse to write non-finite weights; keep, per process, the REINFORCE baseline and
-        the random generators (dropout, sampled attention), which Lightning does not save."""
-        self.loss_watch.check()
-        refuse_non_finite(checkpoint["state_dict"], self.global_step)
-        checkpoint[RESUME_KEY] = from_every_process(process_state(self.objective.baseline))
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        states = checkpoint.get(RESUME_KEY)
-        if states:  # a run resumed on fewer processes than it was saved on takes rank 0's
-            self._resume_state = states[self.global_rank if self.global_rank < len(states) else 0]
-
-    def on_train_start(self) -> None:
-        # Set late, once the data loaders and the sanity check have drawn what they draw.
-        state, self._resume_state = self._resume_state, None
-        if state is not None and self.trainer.ckpt_path:
-            baseline = state["reward_baseline"]
-            self.objective.baseline = None if baseline is None else baseline.to(self.device)
-            set_random_state(state["random"])
 
     # ---- decoding ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -292,8 +255,10 @@ class EncoderDecoderTask(L.LightningModule):
         )
 
     def search_limits(self, memory: Memory) -> Tensor:
-        """(B,) output length limits: ratio · input length + offset."""
-        return max_lengths(memory, self.max_length_ratio, self.max_length_offset)
+        """(B,) output length limits: ratio · input length + offset, at most the decoder's."""
+        return max_lengths(
+            memory, self.max_length_ratio, self.max_length_offset, self.decoder.max_positions
+        )
 
     def search_constraint(self, memory: Memory) -> Constraint | None:
         """What the outputs must obey (a task with an output grammar overrides this)."""

@@ -54,3 +54,25 @@ def from_every_process(value: Any) -> list[Any]:
         dist.all_gather_object(values, value)
         return values
     return [value]
+
+
+def save_process_states(checkpoint: dict[str, Any], reward_baseline: Tensor | None) -> None:
+    """Keep in `checkpoint` every process's state to resume from (`process_state`)."""
+    checkpoint[RESUME_KEY] = from_every_process(process_state(reward_baseline))
+
+
+def saved_process_state(checkpoint: dict[str, Any], rank: int) -> dict[str, Any] | None:
+    """Process `rank`'s state in `checkpoint` (None: none saved); a run resumed on fewer
+    processes than it was saved on takes rank 0's."""
+    states = checkpoint.get(RESUME_KEY)
+    if not states:
+        return None
+    return states[rank if rank < len(states) else 0]
+
+
+def restore_process_state(state: dict[str, Any], device: torch.device) -> Tensor | None:
+    """Set the random generators as `state` has them, and return its REINFORCE baseline on
+    `device` (None: none)."""
+    set_random_state(state["random"])
+    baseline = state["reward_baseline"]
+    return None if baseline is None else baseline.to(device)
