@@ -104,8 +104,8 @@ MUTANTS = [
     Mutant(
         "label smoothing epsilon/2",
         "seqtasks/tasks/objective.py",
-        "label_smoothing=label_smoothing,",
-        "label_smoothing=label_smoothing / 2,",
+        "nll = token_nll(output.logits, targets, self.label_smoothing)",
+        "nll = token_nll(output.logits, targets, self.label_smoothing / 2)",
         ("test_objective.py::test_label_smoothing_by_hand",),
     ),
     Mutant(
@@ -312,7 +312,9 @@ MUTANTS = [
         "seqtasks/attention/linear.py",
         "memory, normaliser = memory.index_select(0, rows), normaliser.index_select(0, rows)",
         "pass",
-        ("test_linear_attention.py::test_recurrent_form_equals_the_parallel_form_with_reordered_rows",),
+        (
+            "test_linear_attention.py::test_recurrent_form_equals_the_parallel_form_with_reordered_rows",
+        ),
     ),
     Mutant(
         "linear attention's feature map elu(x) instead of elu(x) + 1",
@@ -354,16 +356,19 @@ MUTANTS = [
         "bench/peers.py",
         "return 3 * flops / tokens",
         "return flops / tokens",
-        ("test_bench_peers.py::test_useful_flops_per_token_equal_pytorchs_count_of_a_training_step",),
+        (
+            "test_bench_peers.py::test_useful_flops_per_token_equal_pytorchs_count_of_a_training_step",
+        ),
     ),
     Mutant(
         "peers' tokens/s starts its clock one step late",
         "bench/peers_systems.py",
         "start = steps[warmup - 1][0] if warmup else steps[0][0]",
         "start = steps[warmup][0]",
-        ("test_bench_peers.py::test_rate_counts_the_steps_after_the_warmup_from_the_end_of_the_last_warmup_step",),
+        (
+            "test_bench_peers.py::test_rate_counts_the_steps_after_the_warmup_from_the_end_of_the_last_warmup_step",
+        ),
     ),
-
     Mutant(
         "the smoothed cross-entropy's gradient without the smoothing's share of every class",
         "seqtasks/layers/cross_entropy.py",
@@ -383,7 +388,9 @@ MUTANTS = [
         "seqtasks/search/beam.py",
         "return len(finished) >= k and not _live_may_win(\n",
         "return not _live_may_win(\n",
-        ("test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",),
+        (
+            "test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",
+        ),
     ),
     Mutant(
         "beam search's exact stop judges live beams at the next step's length (heuristically)",
@@ -393,6 +400,440 @@ MUTANTS = [
         (
             "test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",
             "test_search.py::test_beam_does_not_stop_while_a_live_hypothesis_is_better",
+        ),
+    ),
+    Mutant(
+        "an output compared with the inputs by the name given, not the file it is",
+        "seqtasks/io/outputs.py",
+        "        return os.path.samefile(a, b)\n",
+        "        return a == b\n",
+        ("test_outputs.py::test_an_output_that_is_an_input_by_any_name_is_refused",),
+    ),
+    Mutant(
+        "the apps no longer comparing one output with the one written before it",
+        "seqtasks/cli/arguments.py",
+        "        written[f\"the {option} {'folder' if option in folders else 'file'}\"] = paths\n",
+        "",
+        (
+            "test_outputs.py::test_translate_refuses_to_write_over_its_input_or_checkpoint",
+            "test_outputs.py::test_evaluate_refuses_outputs_over_its_inputs_or_each_other",
+        ),
+    ),
+    Mutant(
+        "evaluate.py checking --output as given instead of the files several checkpoints write",
+        "seqtasks/evaluation/arguments.py",
+        "written = output_paths(args.output, names) if args.output else None",
+        "written = args.output",
+        ("test_outputs.py::test_evaluate_refuses_outputs_over_its_inputs_or_each_other",),
+    ),
+    Mutant(
+        "caption.py writing attention maps without looking for the images they would replace",
+        "apps/caption.py",
+        "        if path.resolve() in inputs:\n",
+        "        if False:\n",
+        ("test_outputs.py::test_caption_refuses_to_write_over_an_image",),
+    ),
+    Mutant(
+        "a CUDA device taken on trust when torch sees no GPU",
+        "seqtasks/devices.py",
+        "    if not torch.cuda.is_available():\n        raise DeviceError(",
+        "    if False:\n        raise DeviceError(",
+        ("test_devices.py",),
+    ),
+    Mutant(
+        "search allowed more steps than the decoder has positions",
+        "seqtasks/search/hypothesis.py",
+        "return limits if most is None else limits.clamp(max=most)",
+        "return limits",
+        ("test_api.py::test_sources_and_outputs_stay_within_the_positions_a_transformer_has",),
+    ),
+    Mutant(
+        "a source cut at the asked max_length even beyond the encoder's positions",
+        "seqtasks/api/models.py",
+        "return max_length if positions is None else min(max_length, positions - 1)",
+        "return max_length",
+        ("test_api.py::test_sources_and_outputs_stay_within_the_positions_a_transformer_has",),
+    ),
+    Mutant(
+        "sentences handed to the tokeniser without checking they are valid Unicode",
+        "seqtasks/api/models.py",
+        '        check_text(sentence, f"sentence {i}")\n    return sentences',
+        "        pass\n    return sentences",
+        ("test_api.py::test_text_a_tokeniser_cannot_read_is_refused_naming_the_sentence",),
+    ),
+    Mutant(
+        "a parse token holding white space other than a space let through",
+        "seqtasks/parsing/ptb_text.py",
+        "        if token.split() != [token]:",
+        '        if " " in token:',
+        ("test_api.py::test_tokens_that_cannot_be_leaves_of_a_tree_are_refused",),
+    ),
+    Mutant(
+        "export: OUT not checked against the checkpoint",
+        "seqtasks/export/staging.py",
+        '{"the checkpoint": checkpoint}, folder=True, replaces=True)',
+        '{"the checkpoint": checkpoint.parent / "other"}, folder=True, replaces=True)',
+        ("test_export.py::test_refuses_an_out_that_would_replace_the_checkpoint",),
+    ),
+    Mutant(
+        "export: OUT's own folder not checked",
+        "seqtasks/export/staging.py",
+        '            check_output(real.parent, "OUT\'s folder", folder=True)',
+        "            pass",
+        ("test_export.py::test_refuses_an_out_that_cannot_be_written",),
+    ),
+    Mutant(
+        "export: the staging folders of killed exports not cleaned",
+        "seqtasks/export/staging.py",
+        "    remove_stale_temporaries(parent)\n",
+        "",
+        ("test_export.py::test_staging_of_a_killed_export_is_removed_and_a_running_ones_kept",),
+    ),
+    Mutant(
+        "temporaries of running processes counted stale",
+        "seqtasks/io/files.py",
+        '        if not _running(int(match["pid"])):',
+        "        if True:",
+        ("test_export.py::test_staging_of_a_killed_export_is_removed_and_a_running_ones_kept",),
+    ),
+    Mutant(
+        "export: an OUT moved aside by a killed export not put back",
+        "seqtasks/export/staging.py",
+        "            os.rename(moved[0], parent / moved[0].name)",
+        "            pass",
+        ("test_export.py::test_out_moved_aside_by_a_killed_export_is_put_back",),
+    ),
+    Mutant(
+        "export: the old OUT removed under its .old name (a half-removed one could come back)",
+        "seqtasks/export/staging.py",
+        "    os.rename(aside, garbage)\n    shutil.rmtree(garbage, ignore_errors=True)",
+        "    shutil.rmtree(aside, ignore_errors=True)",
+        ("test_export.py::test_old_out_half_removed_by_a_killed_export_is_never_put_back",),
+    ),
+    Mutant(
+        "export: the old OUT not moved back when the rename into place fails",
+        "seqtasks/export/staging.py",
+        "            os.rename(aside / out.name, out)\n        except OSError:",
+        "            pass\n        except OSError:",
+        ("test_export.py::test_failed_rename_into_place_keeps_the_old_out",),
+    ),
+    Mutant(
+        "export: free space not checked before writing",
+        "seqtasks/export/ctranslate2.py",
+        "    require_space(folder, folder_size(spec, task))",
+        "",
+        ("test_export.py::test_refuses_too_little_free_space_before_writing",),
+    ),
+    Mutant(
+        "export: a symlinked OUT not followed to the folder it names",
+        "seqtasks/export/staging.py",
+        "        real = Path(os.path.realpath(out))",
+        "        real = Path(os.path.abspath(out))",
+        ("test_export.py::test_a_link_to_a_folder_is_followed",),
+    ),
+    Mutant(
+        "export: an OSError while writing left as a traceback",
+        "seqtasks/export/staging.py",
+        "    except OSError as error:\n        raise ExportError(",
+        "    except ZeroDivisionError as error:\n        raise ExportError(",
+        (
+            "test_export.py::test_existing_out_is_replaced_only_with_force_and_never_half_written",
+            "test_export.py::test_failed_rename_into_place_keeps_the_old_out",
+        ),
+    ),
+    Mutant(
+        "serve: a check that raises unexpectedly let out of decode_request (fails the batch)",
+        "seqtasks/serving/batching.py",
+        "        except Exception as error:  # it depends on the request alone",
+        "        except RequestError as error:  # it depends on the request alone",
+        ("test_serve_requests.py::test_no_request_fails_the_others_whatever_it_makes_fail",),
+    ),
+    Mutant(
+        "serve: non-finite scores written as they are (JSON refuses them)",
+        "seqtasks/serving/batching.py",
+        "return JSONResponse(finite(self.respond(output)))",
+        "return JSONResponse(self.respond(output))",
+        ("test_serve_requests.py::test_no_request_fails_the_others_whatever_it_makes_fail",),
+    ),
+    Mutant(
+        "serve: a model call short of results not retried one request at a time",
+        "seqtasks/serving/batching.py",
+        "            if len(results) != len(inputs):",
+        "            if len(results) < 0:",
+        ("test_serve_requests.py::test_no_request_fails_the_others_whatever_it_makes_fail",),
+    ),
+    Mutant(
+        "serve: parse tokens that cannot be leaves accepted",
+        "seqtasks/serving/requests.py",
+        '            check_tokens(sentence, f"sentence {i}")',
+        "            pass",
+        (
+            "test_serve_requests.py::test_text_no_model_can_read_is_refused_naming_the_sentence_and_token",
+        ),
+    ),
+    Mutant(
+        "serve: lone surrogates reach the translator's tokeniser",
+        "seqtasks/serving/requests.py",
+        '            check_text(sentence, f"sentence {i}")\n        return sentences',
+        "            pass\n        return sentences",
+        (
+            "test_serve_requests.py::test_text_no_model_can_read_is_refused_naming_the_sentence_and_token",
+            "test_serve.py::test_bad_requests_batched_with_good_ones_fail_alone[lone surrogate]",
+        ),
+    ),
+    Mutant(
+        "serve: the 422 echoing a NaN input as it is",
+        "seqtasks/serving/validation.py",
+        "    if isinstance(value, float) and math.isfinite(value):",
+        "    if isinstance(value, float):",
+        (
+            "test_serve_requests.py::test_a_refused_body_is_answered_with_short_json_safe_problems",
+            "test_serve_fuzz.py::test_fuzzed_bodies_are_refused_with_a_message_and_never_raise_anything_else",
+        ),
+    ),
+    Mutant(
+        "serve: FastAPI's own 422 handler (500 on NaN, bad UTF-8, deep nesting)",
+        "seqtasks/serving/validation.py",
+        "    app.add_exception_handler(RequestValidationError, validation_error_answer)\n",
+        "",
+        ("test_serve.py::test_bad_requests_batched_with_good_ones_fail_alone[beam NaN]",),
+    ),
+    Mutant(
+        "serve: a form field given twice, the last one winning",
+        "seqtasks/serving/uploads.py",
+        "        if name in files or name in fields:",
+        "        if name in ():",
+        (
+            "test_serve_requests.py::test_forms_the_mime_parser_reads_loosely_are_refused_saying_why",
+            "test_serve.py::test_bad_requests_batched_with_good_ones_fail_alone"
+            "[form with beam twice]",
+        ),
+    ),
+    Mutant(
+        "serve: a form cut short read as if whole",
+        "seqtasks/serving/uploads.py",
+        "isinstance(defect, CloseBoundaryNotFoundDefect) for defect",
+        "isinstance(defect, type(None)) for defect",
+        (
+            "test_serve_requests.py::test_forms_the_mime_parser_reads_loosely_are_refused_saying_why",
+        ),
+    ),
+    Mutant(
+        "serve: form numbers read with str.isdigit (int('²') raises)",
+        "seqtasks/serving/endpoints.py",
+        "int(v) if NUMBER.fullmatch(v) else v",
+        "int(v) if v.isdigit() else v",
+        (
+            "test_serve_requests.py::test_form_numbers_must_be_ascii_digits",
+            "test_serve_fuzz.py::test_fuzzed_bodies_are_refused_with_a_message_and_never_raise_anything_else",
+        ),
+    ),
+    Mutant(
+        "serve: the pixel limit not applied before decoding",
+        "seqtasks/serving/images.py",
+        "    if pixels is not None and pixels > max_pixels:",
+        "    if pixels is not None and pixels > 100 * max_pixels:",
+        (
+            "test_serve_requests.py::test_images_are_refused_by_size_before_decoding_and_by_reason_after",
+        ),
+    ),
+    Mutant(
+        "serve: only OSError from Pillow taken as the image's 422",
+        "seqtasks/serving/images.py",
+        '    except Exception as error:  # OSError "cannot',
+        '    except OSError as error:  # OSError "cannot',
+        (
+            "test_serve_requests.py::test_an_image_pillow_fails_on_in_an_unexpected_way_is_still_that_requests_422",
+        ),
+    ),
+    Mutant(
+        "serve: serving once any worker is ready",
+        "seqtasks/serving/workers.py",
+        "        if states and all(state == WorkerSetupStatus.READY for state in states):",
+        "        if states and any(state == WorkerSetupStatus.READY for state in states):",
+        (
+            "test_serve_requests.py::test_the_server_waits_for_every_worker_and_ends_with_a_failed_ones_reason",
+        ),
+    ),
+    Mutant(
+        "serve: LitServe's own worker check at start-up (hangs, or serves with a worker down)",
+        "seqtasks/serving/workers.py",
+        "            wait_for_workers(self.workers_setup_status,",
+        "            return super().verify_worker_status()\n"
+        "            wait_for_workers(self.workers_setup_status,",
+        ("test_serve.py::test_a_worker_that_cannot_set_up_ends_the_server_with_its_reason",),
+    ),
+    Mutant(
+        "serve: --max-length allowed to fill the positional table (no room for EOS)",
+        "seqtasks/serving/endpoints.py",
+        "        if positions is not None and self.limits.max_length > positions - 1:",
+        "        if positions is not None and self.limits.max_length > positions:",
+        (
+            "test_serve_requests.py::test_a_max_length_over_what_the_encoder_reads_is_refused_naming_both",
+        ),
+    ),
+    Mutant(
+        "serve: the device not checked in the command (hangs without a GPU)",
+        "seqtasks/serving/command.py",
+        "        check_device(args.device)\n",
+        "",
+        ("test_serve_requests.py::test_a_gpu_that_is_not_here_is_refused_before_anything_starts",),
+    ),
+    Mutant(
+        "evaluate.py captioning ending without its scores when the baseline cannot be scored",
+        "apps/evaluate.py",
+        '            unscored = fail(f"nearest-neighbour baseline: {error}; the model',
+        '            return fail(f"nearest-neighbour baseline: {error}; the model',
+        (
+            "test_caption_apps.py::"
+            "test_a_baseline_that_cannot_be_scored_leaves_the_models_scores_and_captions",
+        ),
+    ),
+    Mutant(
+        "a checkpoint of another model loaded without comparing names and shapes",
+        "seqtasks/training/compatibility.py",
+        "    if difference is not None:\n        raise CheckpointError(message)",
+        "    if False:\n        raise CheckpointError(message)",
+        (
+            "test_fit_checks.py::test_a_checkpoint_of_another_model_is_refused_naming_the_first_difference",
+        ),
+    ),
+    Mutant(
+        "a resume into another optimiser or schedule let through",
+        "seqtasks/training/compatibility.py",
+        "    if difference is not None:\n        raise CheckpointError(\n",
+        "    if False:\n        raise CheckpointError(\n",
+        (
+            "test_fit_checks.py::test_resuming_into_another_optimiser_or_schedule_is_refused_naming_it",
+        ),
+    ),
+    Mutant(
+        "LightningCLI reading the model's settings from --ckpt_path over the config's again",
+        "seqtasks/cli/main.py",
+        "                _exit_with(str(error))\n\n    def _run_subcommand",
+        "                _exit_with(str(error))\n        super()._parse_ckpt_path()\n\n"
+        "    def _run_subcommand",
+        (
+            "test_fit_checks.py::test_ckpt_path_file_keeps_the_settings_the_command_line_gives",
+            "test_fit_checks.py::test_a_checkpoint_of_another_model_is_refused_naming_the_first_difference",
+        ),
+    ),
+    Mutant(
+        "--ckpt_path best left to Lightning (a traceback in a new process)",
+        "seqtasks/cli/main.py",
+        '        elif config.get("ckpt_path") == "best":',
+        "        elif False:",
+        ("test_fit_checks.py::test_ckpt_path_best_is_the_best_of_the_newest_run",),
+    ),
+    Mutant(
+        "the run's folders not checked before it starts",
+        "seqtasks/cli/outputs.py",
+        "        check_output(folder, key, folder=True)",
+        "        pass",
+        ("test_fit_checks.py::test_a_place_the_run_cannot_write_is_refused_before_training",),
+    ),
+    Mutant(
+        "a prediction file not compared with the data's files",
+        "seqtasks/cli/outputs.py",
+        "            check_output(output, key, inputs)",
+        "            check_output(output, key)",
+        (
+            "test_fit_checks.py::test_a_prediction_file_that_would_replace_an_input_or_cannot_be_written_is_refused",
+        ),
+    ),
+    Mutant(
+        "--ckpt_path not among the inputs a prediction file must not replace",
+        "seqtasks/cli/outputs.py",
+        '        inputs["--ckpt_path"] = ckpt_path',
+        "        pass",
+        (
+            "test_fit_checks.py::test_a_prediction_file_that_would_replace_an_input_or_cannot_be_written_is_refused",
+        ),
+    ),
+    Mutant(
+        "the accelerator and devices left to Lightning",
+        "seqtasks/cli/main.py",
+        '            check_accelerator(trainer.get("accelerator"), trainer.get("devices"))',
+        "            pass",
+        (
+            "test_fit_checks.py::test_devices_that_are_not_here_are_refused_naming_them",
+            "test_fit_checks.py::test_more_gpus_than_there_are_are_refused",
+        ),
+    ),
+    Mutant(
+        "more GPUs asked for than torch sees let through",
+        "seqtasks/cli/accelerators.py",
+        "        if requested > count:",
+        "        if requested > count + 8:",
+        ("test_fit_checks.py::test_more_gpus_than_there_are_are_refused",),
+    ),
+    Mutant(
+        "a model's positions not checked against the data",
+        "seqtasks/tasks/base.py",
+        "            check_positions(self.encoder, self.decoder, trainer.datamodule, stage)",
+        "            pass",
+        (
+            "test_fit_checks.py::test_a_transformer_too_short_for_the_training_data_is_refused_by_the_position_it_needs",
+            "test_fit_checks.py::test_evaluation_splits_kept_whole_count_too",
+        ),
+    ),
+    Mutant(
+        "positions counted without EOS/BOS",
+        "seqtasks/training/positions.py",
+        "            if limit is None or tokens + 1 <= limit:",
+        "            if limit is None or tokens <= limit:",
+        (
+            "test_fit_checks.py::test_a_transformer_too_short_for_the_training_data_is_refused_by_the_position_it_needs",
+        ),
+    ),
+    Mutant(
+        "fit checking the training split's lengths alone",
+        "seqtasks/training/positions.py",
+        'STAGE_SPLITS = {"fit": ("fit", "validate"),',
+        'STAGE_SPLITS = {"fit": ("fit",),',
+        ("test_fit_checks.py::test_evaluation_splits_kept_whole_count_too",),
+    ),
+    Mutant(
+        "an explicit --ckpt_path checked only if it is a file",
+        "seqtasks/cli/main.py",
+        "        if ckpt_path and not special:",
+        "        if ckpt_path and not special and os.path.isfile(ckpt_path):",
+        (
+            "test_fit_checks.py::test_a_ckpt_path_that_is_no_file_is_refused_before_anything_is_built",
+        ),
+    ),
+    Mutant(
+        "Lightning's misconfiguration of a run left as a traceback",
+        "seqtasks/cli/main.py",
+        "        except (PositionsError, MisconfigurationException) as error:",
+        "        except PositionsError as error:",
+        ("test_fit_checks.py::test_resuming_past_max_epochs_is_one_line",),
+    ),
+    Mutant(
+        "parameter groups of a resume not counted",
+        "seqtasks/training/compatibility.py",
+        "        if len(saved_groups) != len(groups):",
+        "        if False:",
+        (
+            "test_fit_checks.py::test_resuming_into_another_optimiser_or_schedule_is_refused_naming_it",
+        ),
+    ),
+    Mutant(
+        "learning-rate schedulers of a resume not compared",
+        "seqtasks/training/compatibility.py",
+        '    if saved["schedulers"] != len(names) or (saved["lr_scheduler"] and before != now):',
+        "    if False:",
+        (
+            "test_fit_checks.py::test_resuming_into_another_optimiser_or_schedule_is_refused_naming_it",
+        ),
+    ),
+    Mutant(
+        "a model a trainer restores described as built from its hyperparameters",
+        "seqtasks/tasks/checkpointing.py",
+        "from_config=self._trainer is not None",
+        "from_config=False",
+        (
+            "test_fit_checks.py::test_a_checkpoint_of_another_model_is_refused_naming_the_first_difference",
         ),
     ),
 ]
