@@ -17,6 +17,29 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Modules whose module fixtures are costly (trained checkpoints, a running server): under
+# `pytest -n auto` each runs on one worker, so that they are made once, not once per worker.
+ONE_WORKER = {"test_serve.py", "test_export.py", "test_fit_checks.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist's `load` distribution (that of `-n auto`), but with the tests of each
+    module of ONE_WORKER sent to one worker as one unit (a `LoadScopeScheduling` whose scope is
+    that module, and each other test on its own). Its own `loadgroup` cannot do this under
+    pytest 9, which no longer lets it rename the tests of a group."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return module if Path(module).name in ONE_WORKER else nodeid
+
+    return ModulesOnOneWorker(config, log)
+
+
 def load_script(path: str) -> ModuleType:
     """A script of the repository (`apps/<name>.py`, `bench/<name>.py`, `data_prep/<name>.py`;
     those folders are not packages) loaded as a module, without running its main."""
