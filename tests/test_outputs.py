@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,29 @@ def test_a_place_that_cannot_be_written_is_refused(tmp_path):
     assert sorted(tmp_path.iterdir()) == [afile, tmp_path / "dangling"], "nothing left behind"
     check_output(tmp_path / "new" / "deeper" / "out.txt", "--output")
     assert not (tmp_path / "new").exists(), "checking creates no folder"
+    check_output("/dev/null", "--output")  # written as it is, not replaced
+
+
+def test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them(tmp_path):
+    """A rename over `--output latest.txt` (a link) or `--output /dev/stdout` (a link to a
+    pipe or terminal) used to replace the link, or the device, with a plain file."""
+    import threading
+
+    from seqtasks.io.files import write_atomic
+
+    target, link = tmp_path / "run1.txt", tmp_path / "latest.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    pipe, heard = tmp_path / "pipe", []
+    os.mkfifo(pipe)
+    reader = threading.Thread(target=lambda: heard.append(pipe.read_bytes()))
+    reader.start()
+    write_atomic(pipe, "through the pipe\n")
+    reader.join(timeout=30)
+    assert heard == [b"through the pipe\n"] and stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest.txt", "pipe", "run1.txt"]
 
 
 # ---- the apps and data_prep scripts ask first --------------------------------------------------

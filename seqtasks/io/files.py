@@ -52,9 +52,15 @@ def open_atomic(path: str | Path) -> Iterator[BinaryIO]:
     does not see it), is flushed to the disk, and replaces `path` in one rename. If the block
     raises, `path` is left as it was and the temporary file is removed; a process killed while
     writing leaves `path` intact and at most that sibling, which `remove_stale_temporaries`
-    removes later.
+    removes later. A link is written through (the file it names is replaced, the link kept),
+    and what is neither a file nor a folder (a pipe, a terminal, `/dev/stdout`) is written as
+    it is: renaming a file over it would replace it.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with open(path, "wb") as f:
+            yield f
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(_temporary_name(path))
     try:

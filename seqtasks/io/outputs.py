@@ -49,11 +49,14 @@ def _unwritable(path: Path, folder: bool) -> str | None:
     """Why `path` (a file, or a folder when `folder`) cannot be written, or None."""
     if path.is_symlink() and not path.exists():
         return f"is a link to {os.readlink(path)}, which does not exist"
+    path = Path(os.path.realpath(path))  # what is written: the file or folder a link names
     if path.exists():
         if folder and not path.is_dir():
             return "is a file, not a folder"
         if not folder and path.is_dir():
             return "is a folder: name a file to write"
+        if not path.is_file() and not path.is_dir():  # a pipe, a terminal: written as it is
+            return None if os.access(path, os.W_OK) else "cannot be written (permission denied)"
     ancestor = path.parent if not path.is_dir() else path
     while not ancestor.exists():
         ancestor = ancestor.parent
