@@ -836,6 +836,20 @@ MUTANTS = [
             "test_fit_checks.py::test_a_checkpoint_of_another_model_is_refused_naming_the_first_difference",
         ),
     ),
+    Mutant(
+        "export: the model folder left readable by its owner alone (mkdtemp's mode)",
+        "seqtasks/io/files.py",
+        "    folder.chmod(0o777 & ~_umask())",
+        "    pass",
+        ("test_export.py::test_folder_holds_vocabularies_tokenisers_and_metadata",),
+    ),
+    Mutant(
+        "an atomic write renaming a file over a pipe or device instead of writing into it",
+        "seqtasks/io/files.py",
+        "    if path.exists() and not path.is_file() and not path.is_dir():\n        with open(",
+        "    if False:\n        with open(",
+        ("test_outputs.py::test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them",),
+    ),
 ]
 
 

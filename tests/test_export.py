@@ -188,6 +188,8 @@ def test_folder_holds_vocabularies_tokenisers_and_metadata(exported):
     assert stored["exported_from"] == str(checkpoint)
     assert stored["seqtasks_search"]["length_alpha"] == task.length_alpha
     assert not list(out.parent.glob(".ct2*")), "a staging folder was left behind"
+    (out.parent / "made").mkdir(exist_ok=True)  # others may read it, as any folder mkdir makes
+    assert out.stat().st_mode & 0o777 == (out.parent / "made").stat().st_mode & 0o777
 
 
 @pytest.mark.parametrize("exported", ["post"], indirect=True)

@@ -79,7 +79,16 @@ def temporary_folder(path: Path, ending: str = "tmp") -> Path:
     `remove_stale_temporaries` removes it once its process is dead. Another `ending` names a
     folder that it leaves alone (`stale_temporaries(folder, ending)` finds those)."""
     suffix = f".{_host()}-{os.getpid()}.{ending}"
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent))
+    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent))
+    folder.chmod(0o777 & ~_umask())  # as mkdir makes a folder (mkdtemp: the owner's alone)
+    return folder
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it, and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
