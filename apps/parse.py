@@ -86,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.max_words}; not parsed",
                 file=sys.stderr,
             )
+        elif len(words) > (model.max_words or len(words)):
+            print(
+                f"note: sentence {i} has {len(words)} tokens, more than the model reads "
+                f"({model.max_words}); not parsed",
+                file=sys.stderr,
+            )
         else:
             todo.append(i - 1)
     parsed = model.parse([sentences[i] for i in todo], beam=args.beam, stop=args.stop)

@@ -850,6 +850,16 @@ MUTANTS = [
         "    if False:\n        with open(",
         ("test_outputs.py::test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them",),
     ),
+    Mutant(
+        "a parse sentence longer than a Transformer encoder reads handed to the model",
+        "seqtasks/api/models.py",
+        "            if self.max_words is not None and len(tokens) > self.max_words:",
+        "            if False:",
+        (
+            "test_api.py::"
+            "test_a_sentence_longer_than_a_transformer_parser_reads_is_refused_or_skipped",
+        ),
+    ),
 ]
 
 

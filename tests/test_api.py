@@ -164,6 +164,50 @@ def test_sources_and_outputs_stay_within_the_positions_a_transformer_has(
     assert len(greedy.tokens) == 12
 
 
+def test_a_sentence_longer_than_a_transformer_parser_reads_is_refused_or_skipped(
+    tmp_path, capsys, monkeypatch
+):
+    """A tree must cover every word, so a parser cannot cut a sentence as a translator cuts a
+    source: the API refuses it naming it (it used to fail inside the encoder, after the
+    batches before), and apps/parse.py skips it with a note, as one over --max-words."""
+    import sys
+
+    from conftest import load_script
+    from test_bad_input import sample_trees
+
+    from seqtasks.parsing.vocabulary import ParsingVocabulary
+    from seqtasks.tasks import ParsingTask
+
+    encoder = {
+        "class_path": "seqtasks.encoders.TransformerEncoder",
+        "init_args": TRANSFORMER | {"max_positions": 6},
+    }
+    vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
+    path = save_checkpoint(
+        ParsingTask,
+        {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": encoder, "decoder": LUONG}
+        | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
+        lambda model: model.set_vocabulary(vocabulary),
+        tmp_path / "short.ckpt",
+    )
+    parser = seqtasks.load(path)
+    assert parser.max_words == 5
+    assert parser.parse([["He", "left", "."]], beam=2)[0].tree.leaves() == ["He", "left", "."]
+    with pytest.raises(ValueError) as error:
+        parser.parse([["He", "left", "."], "He left the board quietly .".split()], beam=2)
+    assert str(error.value) == (
+        "sentence 1 has 6 tokens; this parser reads at most 5 (its encoder's max_positions, "
+        "less one for the EOS)"
+    )
+    lines = "He left .\nHe left the board quietly .\nShe came .\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    app = load_script("apps/parse.py")
+    assert app.main(["--checkpoint", str(path), "--pretokenized", "--beam", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split("\n")[1] == "" and len(out.splitlines()) == 3
+    assert "note: sentence 2 has 6 tokens, more than the model reads (5); not parsed" in err
+
+
 def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
     checkpoints, monkeypatch, tmp_path, capsys
 ):

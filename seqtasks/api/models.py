@@ -168,14 +168,26 @@ class Parser(Model):
         are. With `tags` the preterminals carry them instead of what the model writes. An
         empty sentence gives the empty tree `(TOP )`. `stop` as for `Translator.translate`."""
         _check(beam, n_best, stop, max_tokens=max_tokens)
-        words = [
-            self.tokens(sentence, i) for i, sentence in enumerate(_inputs(sentences, "sentences"))
-        ]
+        sentences = _inputs(sentences, "sentences")
+        words = [self.tokens(sentence, i) for i, sentence in enumerate(sentences)]
+        for i, tokens in enumerate(words):
+            if self.max_words is not None and len(tokens) > self.max_words:
+                raise ValueError(
+                    f"sentence {i} has {len(tokens)} tokens; this parser reads at most "
+                    f"{self.max_words} (its encoder's max_positions, less one for the EOS)"
+                )
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
         return self.task.parse(
             words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best, stop=stop
         )
+
+    @property
+    def max_words(self) -> int | None:
+        """The most tokens a sentence may have (None: any): a Transformer encoder reads its
+        `max_positions`, one of them the EOS; a tree cannot cover a sentence cut short."""
+        positions = self.task.encoder.max_positions
+        return None if positions is None else positions - 1
 
     def tokens(self, sentence: str | Sequence[str], index: int = 0) -> list[str]:
         """The PTB tokens the parser reads for `sentence` (number `index`, for messages).
