@@ -91,7 +91,7 @@ def test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them(tmp_
     assert link.is_symlink() and target.read_text() == "new\n"
     pipe, heard = tmp_path / "pipe", []
     os.mkfifo(pipe)
-    reader = threading.Thread(target=lambda: heard.append(pipe.read_bytes()))
+    reader = threading.Thread(target=lambda: heard.append(pipe.read_bytes()), daemon=True)
     reader.start()
     write_atomic(pipe, "through the pipe\n")
     reader.join(timeout=30)
