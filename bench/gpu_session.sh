@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The GPU session of issue 29: bench/gpu.py on every task, baseline (today's config) first and
+# each GPU recipe config, where one exists, measured after it in the same process. From the
+# checkout's root on the lent machine (no internet, 10 minutes a call):
+#   bash .gpu/run.sh bash bench/gpu_session.sh
+# Every log and JSON goes under $OUT as it is written (default: /tmp/gpu_session); each step
+# runs under `timeout`, the budgets summing to under 9 minutes; a short table ends the run.
+# On a CPU, to check the script end to end in about two minutes:
+#   SMOKE=1 DATA=/tmp/data OUT=/tmp/x bash bench/gpu_session.sh
+# (DATA: a folder with multi30k/ and ptb/ as data_prep writes them; default: data). Optional:
+# TRANSLATION_CKPT, PARSING_CKPT, CAPTIONING_CKPT trained checkpoints for decoding (without
+# them decoding measures untrained models, whose outputs run longer).
+set -u
+OUT=${OUT:-/tmp/gpu_session}
+DATA=${DATA:-data}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+if [ "${SMOKE:-0}" = 1 ]; then  # CPU, tiny runs: the script's plumbing, not its figures
+  COMMON=(--device cpu --steps 2 --warmup 1 --flop-batches 1 --sentences 12)
+  SMALL=(--max-tokens 600) BASE=(--max-tokens 300) BEAMS_MT=(--beams 1 2)
+  BUDGETS=(150 150 150 150)
+else
+  COMMON=(--device cuda --precision bf16-mixed --steps 30 --warmup 10)
+  SMALL=() BASE=(--max-tokens 25000 --steps 20 --warmup 5) BEAMS_MT=(--beams 1 5)
+  BUDGETS=(150 120 100 110)  # seconds: small Transformer, base sizes, parsing, captioning
+fi
+BASE_SIZES=()
+for part in encoder decoder; do
+  for pair in d_model=512 num_layers=6 num_heads=8 ff_dim=2048; do
+    BASE_SIZES+=("--model.init_args.$part.init_args.${pair%=*}" "${pair#*=}")
+  done
+done
+
+{ nvidia-smi || echo "no nvidia-smi: no GPU here"
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  git log -1 --format='checkout %h %s' && git status --short configs bench seqtasks
+} 2>&1 | tee "$OUT/machine.txt"
+
+# configs BASELINE: `--config BASELINE`, then `--config RECIPE` for the *_gpu.yaml beside it.
+configs() {
+  local recipe="${1%.yaml}_gpu.yaml"
+  printf '%s\n' --config "$1"
+  if [ -f "$recipe" ]; then printf '%s\n' --config "$recipe"; fi
+}
+
+# step NAME BUDGET ARGS...: bench/gpu.py ARGS under `timeout BUDGET`, its log and JSON in $OUT.
+step() {
+  local name=$1 budget=$2 start=$SECONDS
+  shift 2
+  echo "== $name (at most ${budget} s): bench/gpu.py $*"
+  timeout --kill-after=10 "$budget" "$PY" bench/gpu.py --json "${COMMON[@]}" "$@" \
+    >"$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n 1 "$OUT/$name.log" | grep '^{' >"$OUT/$name.json" || rm -f "$OUT/$name.json"
+  grep -v -e '^{' -e 'Warning' -e '^  warnings.warn' "$OUT/$name.log" | tail -n 40
+  echo "== $name: exit $rc after $((SECONDS - start)) s$([ "$rc" = 124 ] && echo ' (timed out)')"
+}
+
+mapfile -t MT < <(configs configs/translation/transformer.yaml)
+mapfile -t PARSE < <(configs configs/parsing/lstm_attention_fast.yaml)
+mapfile -t CAPTION < <(configs configs/captioning/shapes_soft.yaml)
+ckpt() { if [ -n "${1:-}" ]; then printf '%s\n' --checkpoint "$1"; fi; }
+mapfile -t MT_CKPT < <(ckpt "${TRANSLATION_CKPT:-}")
+mapfile -t PARSE_CKPT < <(ckpt "${PARSING_CKPT:-}")
+mapfile -t CAPTION_CKPT < <(ckpt "${CAPTIONING_CKPT:-}")
+
+step translation "${BUDGETS[0]}" "${MT[@]}" --data "$DATA/multi30k" "${SMALL[@]}" \
+  "${BEAMS_MT[@]}" "${MT_CKPT[@]}"
+step transformer_base "${BUDGETS[1]}" "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
+  -- "${BASE_SIZES[@]}"
+step parsing "${BUDGETS[2]}" "${PARSE[@]}" --data "$DATA/ptb" "${SMALL[@]}" --beams 1 10 \
+  "${PARSE_CKPT[@]}"
+# The shapes world is generated on first use (no download): a smaller one than the config's, as
+# the speed of a batch does not depend on how many images there are.
+step captioning "${BUDGETS[3]}" "${CAPTION[@]}" --data /tmp/seqtasks_shapes_bench --beams 1 3 \
+  "${CAPTION_CKPT[@]}" -- --data.init_args.num_train 3000 --data.init_args.num_val 100 \
+  --data.init_args.num_test 300 --data.init_args.num_holdout 100
+
+"$PY" - "$OUT" <<'EOF' | tee "$OUT/table.txt"
+"""One line per measured config: training, its share of the matmul rate, memory, decoding."""
+import json, sys
+from pathlib import Path
+
+print(f"\n{'step / config':48} {'train tok/s':>12} {'ex/s':>9} {'matmul %':>8} {'GB':>6} "
+      f"{'greedy/s':>9} {'beam/s':>9}")
+for path in sorted(Path(sys.argv[1]).glob("*.json"), key=lambda p: p.stat().st_mtime):
+    for run in json.loads(path.read_text())["runs"]:
+        beams = (run["decode"] or {"beams": {}})["beams"]
+        speed = {int(beam): figures["inputs_per_s"] for beam, figures in beams.items()}
+        widest = max((beam for beam in speed if beam > 1), default=None)
+        memory = run["peak_memory_gb"] and run["peak_memory_gb"]["train"]
+        cells = [run["train"]["tokens_per_s"], run["train"]["examples_per_s"],
+                 100 * run["matmul_share"], memory, speed.get(1), speed.get(widest)]
+        shown = ["-" if c is None else f"{c:,.1f}" for c in cells]
+        name = f"{path.stem} / {Path(run['config']).stem}"
+        print(f"{name:48} {shown[0]:>12} {shown[1]:>9} {shown[2]:>8} {shown[3]:>6} "
+              f"{shown[4]:>9} {shown[5]:>9}")
+print("goals (bf16-mixed, one GPU): Multi30k Transformer >= 500,000 tok/s; base sizes >= 35 % "
+      "of the matmul rate; beam 5 >= 5,000 sentences/s and greedy >= 15,000 (trained model); "
+      "parsing and captioning >= 5x the baseline's tok/s")
+EOF
+echo "logs and JSON in $OUT"

@@ -1,0 +1,113 @@
+"""bench/gpu.py on the CPU, end to end on a tiny Transformer and a toy corpus: every figure is
+reported (null with a reason where a CPU cannot measure it), the tokens it counts are the real
+target tokens of the batches it trained on, its FLOPs are those of a hand count of the model's
+matrix products, and a second config is compared to the first."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import torch
+from conftest import REPO, load_script
+
+from seqtasks.data.tokenizer import PAD_ID
+
+CONFIG = str(REPO / "configs/translation/transformer.yaml")
+D, FF = 32, 64
+TINY = [
+    f"--model.init_args.{part}.init_args.{name}={value}"
+    for part in ("encoder", "decoder")
+    for name, value in (("d_model", D), ("num_heads", 2), ("num_layers", 1), ("ff_dim", FF))
+]
+
+
+def hand_count(batch: int, source: int, target: int, vocab: int) -> int:
+    """Forward + backward matmul FLOPs of a one-layer Transformer on a (B, S) source and a
+    (B, T) target: 2 per multiply-add, the backward pass twice the forward (a product's
+    gradient for each of its two operands), attention over all positions (the math kernel)."""
+    b, s, t, d = batch, source, target, D
+    encoder = 2 * b * s * (4 * d * d + 2 * d * FF) + 2 * 2 * b * s * s * d
+    decoder = (
+        2 * b * t * (4 * d * d)  # self-attention: fused Q/K/V, output
+        + 2 * b * t * (2 * d * d) + 2 * b * s * (2 * d * d)  # cross: Q and output; K/V of memory
+        + 2 * b * t * (2 * d * FF)  # feed-forward
+        + 2 * 2 * b * t * t * d + 2 * 2 * b * t * s * d  # QKᵀ and AV, self and cross
+        + 2 * b * t * d * vocab  # tied output projection
+    )  # fmt: skip
+    return 3 * (encoder + decoder)
+
+
+def test_cpu_run_reports_counts_and_compares(toy_data_dir, capsys):
+    bench = load_script("bench/gpu.py")
+    threads = torch.get_num_threads()
+    argv = ["--config", CONFIG, "--config", f"{CONFIG} --data.init_args.max_tokens 200",
+            "--data", str(toy_data_dir), "--max-tokens", "300", "--steps", "2", "--warmup", "1",
+            "--split-steps", "2", "--flop-batches", "2", "--sentences", "4", "--beams", "1", "2",
+            "--threads", "1", "--matmul-size", "256", "--json", "--", *TINY]  # fmt: skip
+    try:
+        bench.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["device_type"] == "cpu" and result["host_peak_rss_mb"] > 0
+    first, second = result["runs"]
+    assert "not measured on cpu" in out and "[1]/[0]" in out
+
+    for run in (first, second):
+        assert run["task"] == "translation" and run["precision"] == "32-true"
+        train, split = run["train"], run["split"]
+        for key in ("tokens_per_s", "examples_per_s", "s_per_step", "loss_first", "loss_last"):
+            assert train[key] > 0, key
+        assert split["tokens_per_s"] > 0
+        assert set(split["ms_per_step"]) == {"data", "forward", "backward", "optimizer"}
+        assert abs(sum(split["share"].values()) - 1) < 1e-9
+        assert run["matmul"]["dtype"] == "float32" and run["matmul"]["tflops"] > 0
+        assert run["matmul_share"] > 0
+        assert run["peak_memory_gb"] is None
+        assert run["not_measured"]["peak_memory_gb"].startswith("not measured on cpu: ")
+        decode = run["decode"]
+        assert decode["inputs"] == 4 and not decode["trained"]
+        assert set(decode["beams"]) == {"1", "2"}
+        for figures in decode["beams"].values():
+            assert figures["inputs_per_s"] > 0 and figures["tokens_per_s"] > 0
+
+    # Independently: the same data, batch by batch, in the order the bench drew them.
+    for run in (first, second):
+        task, datamodule, _, _ = bench.build(CONFIG, run["overrides"], torch.device("cpu"))
+        datamodule.setup("fit")
+        vocab = datamodule.tgt_tokenizer.vocab_size
+
+        def real(batch) -> int:
+            return int((batch.tgt_out != PAD_ID).sum())
+
+        loader = datamodule.train_dataloader()
+        assert len(loader) > 5  # all the batches below come from the first epoch
+        shapes = list(itertools.islice(loader, 2))  # the FLOP count's batches
+        assert run["flops"]["batches"] == [[*b.src.shape, b.tgt_in.size(1)] for b in shapes]
+        assert run["flops"]["tokens"] == sum(map(real, shapes))
+        assert run["flops"]["flops"] == sum(hand_count(*shape, vocab) for shape in
+                                            run["flops"]["batches"])  # fmt: skip
+        tokens = [real(b) for b in itertools.islice(loader, 1 + 2 + 2)]  # warm-up, timed, split
+        assert run["train"]["tokens"] == sum(tokens[1:3])
+        assert run["split"]["tokens"] == sum(tokens[3:5])
+    assert second["train"]["mean_batch_tokens"] < first["train"]["mean_batch_tokens"]
+
+
+def test_padding_beyond_the_longest_sequence_is_not_counted_as_useful_work():
+    load_script("bench/gpu.py")  # puts bench/ on the path of its helpers
+    import gpu_train
+
+    from seqtasks.data.batch import Batch
+
+    def padded(rows: list[list[int]], length: int) -> torch.Tensor:
+        return torch.tensor([row + [PAD_ID] * (length - len(row)) for row in rows])
+
+    src = padded([[5, 6, 2], [7, 2]], 8)  # as if padded to a multiple of 8
+    tgt_in, tgt_out = padded([[1, 9], [1, 9, 9]], 8), padded([[9, 2], [9, 9, 2]], 8)
+    batch = Batch(src, src != PAD_ID, tgt_in, tgt_out, torch.arange(2), ["a", "b"], ["c", "d"])
+    cut = gpu_train.trimmed(batch)
+    assert cut.src.shape == cut.src_mask.shape == (2, 3)
+    assert torch.equal(cut.tgt_in, tgt_in[:, :3]) and torch.equal(cut.tgt_out, tgt_out[:, :3])
+    assert cut.index is batch.index and cut.src_text == ["a", "b"]
