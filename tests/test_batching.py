@@ -1,13 +1,19 @@
-"""TokenBucketSampler: token budgets, coverage, reproducible order, DDP sharding."""
+"""TokenBucketSampler: token budgets, coverage, reproducible order, DDP sharding; padding to
+a few lengths (`Padding`) and the loaders' worker settings."""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+import torch
 
 import seqtasks.data.batching as batching
+from seqtasks.data import ParsingData, TranslationData
+from seqtasks.data.batch import Padding, pad, teacher_forcing
 from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def random_lengths(n: int = 500, seed: int = 0, high: int = 60) -> list[int]:
@@ -137,3 +143,72 @@ def test_ddp_padding_by_tiling_for_every_world_and_batch_count(monkeypatch):
             assert len(drawn) == padded
             if count:
                 assert max(drawn.count(i) for i in range(count)) <= -(-padded // count)
+
+
+def test_padding_rounds_to_the_multiple_or_the_first_bucket_that_holds():
+    lengths = np.arange(1, 41)
+    assert Padding().lengths(lengths).tolist() == lengths.tolist()
+    assert [Padding(8).length(n) for n in (1, 8, 9, 16, 17, 40)] == [8, 8, 16, 16, 24, 40]
+    buckets = Padding(8, (12, 20))
+    assert [buckets.length(n) for n in (1, 12, 13, 20, 21, 33)] == [12, 12, 20, 20, 24, 40]
+    for wrong in (dict(multiple=0), dict(buckets=(20, 12)), dict(buckets=(0, 8))):
+        with pytest.raises(ValueError, match="pad_to_multiple|length_buckets"):
+            Padding(**wrong)
+
+
+def reference_pad(sequences: list[list[int]], length: int) -> torch.Tensor:
+    """Padding row by row, as written before `pad` filled all rows at once."""
+    out = torch.full((len(sequences), length), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+@pytest.mark.parametrize("padding", [Padding(), Padding(8), Padding(1, (5, 9))])
+def test_pad_and_teacher_forcing_fill_every_row_in_one_go_as_row_by_row(padding):
+    rng = random.Random(0)
+    targets = [[rng.randint(4, 99) for _ in range(rng.randint(0, 11))] for _ in range(40)]
+    targets[3] = [rng.randint(4, 99) for _ in range(12)]  # the longest: 13 with BOS or EOS
+    width = padding.length(13)
+    tgt_in, tgt_out = teacher_forcing(targets, padding)
+    torch.testing.assert_close(tgt_in, reference_pad([[BOS_ID, *t] for t in targets], width))
+    torch.testing.assert_close(tgt_out, reference_pad([[*t, EOS_ID] for t in targets], width))
+    torch.testing.assert_close(pad(targets, padding), reference_pad(targets, padding.length(12)))
+
+
+@pytest.mark.parametrize("padding", [dict(pad_to_multiple=8), dict(length_buckets=(12, 24))])
+@pytest.mark.parametrize("task", ["translation", "parsing"])
+def test_token_budget_counts_the_padded_lengths(task, padding, request):
+    """Every training batch's padded tensors hold at most `max_tokens` positions (one example
+    over it alone), however far the lengths are rounded up."""
+    if task == "translation":
+        folder, budget = request.getfixturevalue("toy_data_dir"), 200
+        data = TranslationData(str(folder), max_tokens=budget, **padding)
+    else:
+        folder, budget = request.getfixturevalue("ptb_dir"), 2000
+        data = ParsingData(str(folder), test_split="dev", max_tokens=budget, **padding)
+    data.setup("fit")
+    lengths = set()
+    for batch in data.train_dataloader():
+        rows, longest = len(batch), max(batch.src.size(1), batch.tgt_in.size(1))
+        assert rows * longest <= budget or rows == 1, (rows, longest)
+        lengths |= {batch.src.size(1), batch.tgt_in.size(1)}
+    if "pad_to_multiple" in padding:
+        assert all(n % 8 == 0 for n in lengths), lengths
+    else:
+        assert all(n in (12, 24) or n > 24 for n in lengths), lengths
+
+
+def test_loader_workers_prefetch_and_stay(toy_data_dir):
+    data = TranslationData(str(toy_data_dir), num_workers=2, prefetch_factor=6)
+    data.setup("fit")
+    loader = data.train_dataloader()
+    assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (2, 6, True)
+    plain = TranslationData(str(toy_data_dir))
+    plain.setup("fit")
+    loader = plain.train_dataloader()
+    assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (
+        0,
+        None,
+        False,
+    )

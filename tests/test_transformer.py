@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import seqtasks.attention.multihead as multihead
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, NoAttentionDecoder
 from seqtasks.decoders.base import Decoder, DecoderOutput
@@ -341,3 +342,46 @@ def test_layers_match_torch_nn_transformer(norm):
     torch.testing.assert_close(
         ours, F.linear(theirs, decoder.embedding.weight), atol=1e-4, rtol=1e-4
     )
+
+
+def test_training_attends_through_the_fused_kernels_call(monkeypatch):
+    """Every attention of a teacher-forced training pass is one `F.scaled_dot_product_attention`
+    call of a form its flash and memory-efficient kernels take: the decoder's self-attention by
+    `is_causal`, no mask; the encoder's and the cross-attention's key padding as a boolean
+    (B, 1, 1, S) mask, broadcast, never a (B, H, T, S) one. The explicit weights
+    (`attention_weights`) are only for what asks for them."""
+    calls = []
+    fused = F.scaled_dot_product_attention
+
+    def counted(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+        calls.append((attn_mask, is_causal, tuple(q.shape), tuple(k.shape)))
+        return fused(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+
+    def explicit(*args):
+        raise AssertionError("attention weights computed in training")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counted)
+    monkeypatch.setattr(multihead, "attention_weights", explicit)
+    encoder, decoder = (part.train() for part in small_model())
+    src, mask = padded_sources()
+    tgt_in = torch.tensor([[BOS_ID, 5, 6, 7, 8], [BOS_ID, 9, 10, PAD_ID, PAD_ID], [BOS_ID] * 5])
+    decoder(encoder(src, mask), tgt_in).logits.sum().backward()
+    layers = len(encoder.layers)
+    assert len(calls) == 3 * layers  # the encoder's self-attention; the decoder's self, cross
+    causal = [c for c in calls if c[1]]
+    assert len(causal) == layers and all(c[0] is None and c[2] == c[3] for c in causal)
+    for padding_mask, _, query, _ in (c for c in calls if not c[1]):
+        assert padding_mask.dtype == torch.bool and padding_mask.shape == (B, 1, 1, S)
+        torch.testing.assert_close(padding_mask[:, 0, 0], mask)
+        assert query[:2] == (B, 4)  # (B, H, T, D/H)
+
+
+@pytest.mark.parametrize("multiple, rows", [(1, VOCAB), (8, 16), (13, VOCAB)])
+def test_vocab_multiple_rounds_the_table_up_and_zeroes_the_extra_rows(multiple, rows):
+    torch.manual_seed(0)
+    encoder = TransformerEncoder(VOCAB, d_model=16, num_heads=4, vocab_multiple=multiple)
+    table = encoder.embedding.weight
+    assert table.shape == (rows, 16) and encoder.embeddings.vocab_size == VOCAB
+    assert table[VOCAB:].abs().sum() == 0 and table[PAD_ID].abs().sum() == 0
+    with pytest.raises(ValueError, match="vocab_multiple"):
+        TransformerEncoder(VOCAB, d_model=16, num_heads=4, vocab_multiple=0)

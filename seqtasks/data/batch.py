@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
@@ -83,15 +85,91 @@ class ParallelDataset(Dataset):
         return [max(len(e.src), len(e.tgt)) + 1 for e in self.examples]
 
 
-def pad(sequences: list[list[int]]) -> Tensor:
-    """Right-pad id lists with PAD_ID -> (B, max length)."""
-    out = torch.full((len(sequences), max(map(len, sequences))), PAD_ID, dtype=torch.long)
-    for row, ids in enumerate(sequences):
-        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return out
+@dataclass(frozen=True)
+class Padding:
+    """How long a batch's padded sequences are: the longest one's length rounded up.
+
+    On a CPU every batch is as long as its longest sequence (the default): padding would only
+    add work. On a GPU, `torch.compile` without dynamic shapes and CUDA graphs want a few batch
+    shapes, not one per batch. The token-bucket sampler's batches are fixed for the whole run
+    (only their order changes), and their rows follow from their length and the token budget,
+    so a few lengths give a few (rows, length) shapes: on Multi30k at 24,576 tokens, 21 batches
+    have 19 shapes unpadded and 6 with `multiple` 8, for 16 % fewer real tokens a batch.
+    Padding changes no loss and no output: padded keys are masked, padded targets ignored, and
+    the causal mask hides padded target positions from real ones.
+
+    Attributes:
+        multiple: lengths are rounded up to a multiple of this (1: not rounded).
+        buckets: ascending lengths to round up to, the first that holds the sequence; one
+            longer than the last is rounded to `multiple`. They bound the shapes of a corpus
+            with a long tail of lengths.
+    """
+
+    multiple: int = 1
+    buckets: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.multiple < 1:
+            raise ValueError(f"pad_to_multiple must be at least 1, got {self.multiple}")
+        if list(self.buckets) != sorted(set(self.buckets)) or min(self.buckets, default=1) < 1:
+            raise ValueError(f"length_buckets must be positive and ascending, got {self.buckets}")
+
+    @property
+    def pads(self) -> bool:
+        """Whether any length changes (the default padding changes none)."""
+        return self.multiple > 1 or bool(self.buckets)
+
+    def lengths(self, lengths: np.ndarray) -> np.ndarray:
+        """(N,) lengths -> (N,) their padded lengths."""
+        rounded = -(-lengths // self.multiple) * self.multiple
+        if not self.buckets:
+            return rounded
+        buckets = np.asarray(self.buckets)
+        slot = np.searchsorted(buckets, lengths)  # the first bucket >= the length
+        return np.where(slot < len(buckets), buckets[np.minimum(slot, len(buckets) - 1)], rounded)
+
+    def length(self, length: int) -> int:
+        """The padded length of a sequence of `length` positions."""
+        return int(self.lengths(np.asarray([length]))[0])
 
 
-def teacher_forcing(targets: Sequence[list[int]]) -> tuple[Tensor, Tensor]:
+UNPADDED = Padding()  # to the longest sequence only
+
+
+def pad(
+    sequences: Sequence[Sequence[int]], padding: Padding = UNPADDED, end: int | None = None
+) -> Tensor:
+    """Right-pad id lists, each followed by `end` if given, with PAD_ID -> (B, the longest's
+    length padded by `padding`)."""
+    lengths = np.fromiter(map(len, sequences), np.int64, len(sequences))  # (B,)
+    out = _padded(len(sequences), padding.length(int(lengths.max()) + (end is not None)))
+    _place(out, sequences, lengths, 0)
+    if end is not None:
+        out[np.arange(len(sequences)), lengths] = end
+    return torch.from_numpy(out)
+
+
+def teacher_forcing(
+    targets: Sequence[Sequence[int]], padding: Padding = UNPADDED
+) -> tuple[Tensor, Tensor]:
     """Target ids -> the decoder's inputs BOS y_1 … y_n and outputs y_1 … y_n EOS, padded:
     (B, T) each."""
-    return pad([[BOS_ID, *t] for t in targets]), pad([[*t, EOS_ID] for t in targets])
+    tgt_out = pad(targets, padding, end=EOS_ID)
+    tgt_in = _padded(*tgt_out.shape)
+    tgt_in[:, 0] = BOS_ID
+    _place(tgt_in, targets, np.fromiter(map(len, targets), np.int64, len(targets)), 1)
+    return torch.from_numpy(tgt_in), tgt_out
+
+
+def _padded(rows: int, length: int) -> np.ndarray:
+    """(rows, length) of PAD_ID."""
+    return np.full((rows, length), PAD_ID, dtype=np.int64)
+
+
+def _place(
+    out: np.ndarray, sequences: Sequence[Sequence[int]], lengths: np.ndarray, at: int
+) -> None:
+    """Write sequence b into row b of `out` from column `at` on, all rows in one assignment."""
+    columns = np.arange(out.shape[1]) - at  # (L,)
+    ids = np.fromiter(itertools.chain.from_iterable(sequences), np.int64, lengths.sum())
+    out[(columns >= 0) & (columns < lengths[:, None])] = ids

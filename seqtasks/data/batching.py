@@ -161,12 +161,14 @@ def bucketed_loader(
     collate_fn: Callable[[list[Any]], Any],
     num_workers: int,
     pin_memory: bool = False,
+    prefetch_factor: int = 2,
 ) -> DataLoader:
     """A resumable DataLoader over token-bucketed batches: shuffled for training; twice the
     token budget for evaluation, which keeps no activations for a backward pass. Its own
     `generator` seeds the workers, so iterating it draws nothing from torch's global one (a
     resumed run then draws dropout masks exactly as the uninterrupted run did). `pin_memory`:
-    batches in page-locked memory, for training on a GPU."""
+    batches in page-locked memory, for training on a GPU. Workers, if any, stay for the whole
+    run and each prepares `prefetch_factor` batches ahead."""
     budget = max_tokens if train else 2 * max_tokens
     sampler = TokenBucketSampler(lengths, budget, shuffle=train, seed=seed)
     return BucketLoader(
@@ -175,6 +177,7 @@ def bucketed_loader(
         collate_fn=collate_fn,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
+        prefetch_factor=prefetch_factor if num_workers > 0 else None,
         pin_memory=pin_memory,
         generator=torch.Generator().manual_seed(seed),
     )

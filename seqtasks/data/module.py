@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader
 
-from seqtasks.data.batch import pin_for
+from seqtasks.data.batch import UNPADDED, Padding, pin_for
 from seqtasks.data.batching import bucketed_loader
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class BucketedData(L.LightningDataModule):
     either side) is skipped, and the module warns once with the counts of what it skipped and
     why (`report_skipped`); evaluation splits keep every example, so results stay aligned with
     their files. A task's module says how a split is read (`load_split`) and batched
-    (`collate`).
+    (`collate`, which pads as `padding` says; the budget counts the padded lengths).
 
     Args:
         train_split, val_split, test_split: the names of the splits (file stems).
@@ -46,6 +47,8 @@ class BucketedData(L.LightningDataModule):
         max_length: the longest training example kept.
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
+        padding: how far batches are padded beyond their longest sequence (`Padding`).
+        prefetch_factor: batches each worker prepares ahead (with `num_workers` > 0).
     """
 
     def __init__(
@@ -57,6 +60,8 @@ class BucketedData(L.LightningDataModule):
         max_length: int,
         num_workers: int,
         seed: int,
+        padding: Padding = UNPADDED,
+        prefetch_factor: int = 2,
     ):
         super().__init__()
         self.splits = {
@@ -67,6 +72,7 @@ class BucketedData(L.LightningDataModule):
         }
         self.max_tokens, self.max_length = max_tokens, max_length
         self.num_workers, self.seed = num_workers, seed
+        self.padding, self.prefetch_factor = padding, prefetch_factor
         self.datasets: dict[str, SplitDataset] = {}
 
     def load_split(self, split: str, train: bool) -> SplitDataset:
@@ -84,15 +90,19 @@ class BucketedData(L.LightningDataModule):
 
     def loader(self, stage: str, train: bool) -> DataLoader:
         dataset = self.datasets[stage]
+        lengths = dataset.lengths()
+        if self.padding.pads:
+            lengths = self.padding.lengths(np.asarray(lengths))
         return bucketed_loader(
             dataset,
-            dataset.lengths(),
+            lengths,
             self.max_tokens,
             train,
             self.seed,
             self.collate(stage),
             self.num_workers,
             pin_memory=pin_for(getattr(self, "trainer", None)),
+            prefetch_factor=self.prefetch_factor,
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from nltk import Tree
 
-from seqtasks.data.batch import Batch, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, pad, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID
 from seqtasks.parsing.linearisation import linearise
@@ -30,19 +30,22 @@ class ParseExample:
     tree: str  # the gold tree on one line
 
 
-def collate(items: list[tuple[int, ParseExample]], word_dropout: bool = False) -> Batch:
-    """A padded `Batch`: source words + EOS, BOS + target, target + EOS; `src_text` holds the
-    sentence and `tgt_text` the gold tree. With `word_dropout`, words are read as their
-    unknown-word class with each word's own probability."""
+def collate(
+    items: list[tuple[int, ParseExample]], word_dropout: bool = False, padding: Padding = UNPADDED
+) -> Batch:
+    """A padded `Batch`: source words + EOS, BOS + target, target + EOS (each side's length
+    padded by `padding`); `src_text` holds the sentence and `tgt_text` the gold tree. With
+    `word_dropout`, words are read as their unknown-word class with each word's own
+    probability."""
     index, examples = zip(*items)
-    sources = []
-    for e in examples:
-        src = e.src
-        if word_dropout:
-            src = [u if random.random() < p else s for s, u, p in zip(e.src, e.unknown, e.drop)]
-        sources.append(src + [EOS_ID])
-    src = pad(sources)
-    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples])
+    sources = [e.src for e in examples]
+    if word_dropout:
+        sources = [
+            [u if random.random() < p else s for s, u, p in zip(e.src, e.unknown, e.drop)]
+            for e in examples
+        ]
+    src = pad(sources, padding, end=EOS_ID)
+    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples], padding)
     return Batch(
         src=src,
         src_mask=src != PAD_ID,
@@ -73,6 +76,7 @@ class ParsingData(BucketedData):
             every tree).
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
+        pad_to_multiple, length_buckets, prefetch_factor: as in `TranslationData`.
     """
 
     def __init__(
@@ -89,9 +93,20 @@ class ParsingData(BucketedData):
         max_length: int = 1000,
         num_workers: int = 0,
         seed: int = 0,
+        pad_to_multiple: int = 1,
+        length_buckets: tuple[int, ...] = (),
+        prefetch_factor: int = 2,
     ):
         super().__init__(
-            train_split, val_split, test_split, max_tokens, max_length, num_workers, seed
+            train_split,
+            val_split,
+            test_split,
+            max_tokens,
+            max_length,
+            num_workers,
+            seed,
+            Padding(pad_to_multiple, tuple(length_buckets)),
+            prefetch_factor,
         )
         self.data_dir = Path(data_dir)
         self.word_dropout = word_dropout
@@ -156,4 +171,5 @@ class ParsingData(BucketedData):
 
     def collate(self, stage: str) -> Callable[[list[tuple[int, ParseExample]]], Batch]:
         """Padded batches; training ones with word dropout."""
-        return partial(collate, word_dropout=stage == "fit" and self.word_dropout > 0)
+        dropout = stage == "fit" and self.word_dropout > 0
+        return partial(collate, word_dropout=dropout, padding=self.padding)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from seqtasks.data.batch import Batch, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, pad, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.text import read_parallel
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
@@ -25,10 +26,12 @@ class Example:
     tgt_text: str
 
 
-def collate(items: list[tuple[int, Example]]) -> Batch:
+def collate(items: list[tuple[int, Example]], padding: Padding = UNPADDED) -> Batch:
+    """A padded `Batch`: source + EOS, BOS + target, target + EOS, each side's length padded
+    by `padding`."""
     index, examples = zip(*items)
-    src = pad([e.src + [EOS_ID] for e in examples])
-    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples])
+    src = pad([e.src for e in examples], padding, end=EOS_ID)
+    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples], padding)
     return Batch(
         src=src,
         src_mask=src != PAD_ID,
@@ -66,6 +69,11 @@ class TranslationData(BucketedData):
             sources are cut to it with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
+        pad_to_multiple, length_buckets: each side of a batch is padded to a multiple of
+            `pad_to_multiple`, or to the first of `length_buckets` that holds it (`Padding`):
+            few batch shapes, for torch.compile and CUDA graphs on a GPU. 1 and none (the
+            default): to the longest sequence only.
+        prefetch_factor: batches each worker prepares ahead.
     """
 
     def __init__(
@@ -80,9 +88,20 @@ class TranslationData(BucketedData):
         max_length: int = 100,
         num_workers: int = 0,
         seed: int = 0,
+        pad_to_multiple: int = 1,
+        length_buckets: tuple[int, ...] = (),
+        prefetch_factor: int = 2,
     ):
         super().__init__(
-            train_split, val_split, test_split, max_tokens, max_length, num_workers, seed
+            train_split,
+            val_split,
+            test_split,
+            max_tokens,
+            max_length,
+            num_workers,
+            seed,
+            Padding(pad_to_multiple, tuple(length_buckets)),
+            prefetch_factor,
         )
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
@@ -137,4 +156,4 @@ class TranslationData(BucketedData):
         return ParallelDataset(examples)
 
     def collate(self, stage: str) -> Callable[[list[tuple[int, Example]]], Batch]:
-        return collate
+        return partial(collate, padding=self.padding)

@@ -149,7 +149,8 @@ class TransformerDecoder(Decoder):
         self.embeddings = s.embeddings(vocab_size)
         self.layers = nn.ModuleList(DecoderLayer(s, memory_dim) for _ in range(s.num_layers))
         self.stack = StackNorm(s.d_model, s.norm)
-        self.output = None if tie_embeddings else nn.Linear(s.d_model, vocab_size)
+        rows = self.embedding.num_embeddings  # V, or V padded (`vocab_multiple`)
+        self.output = None if tie_embeddings else nn.Linear(s.d_model, rows)
         self.grid_positions = grid_positions
         self.activation_checkpointing = s.activation_checkpointing
         init_linear_layers(self.layers)
@@ -162,10 +163,12 @@ class TransformerDecoder(Decoder):
         return self.embeddings.embedding
 
     def logits(self, x: Tensor) -> Tensor:
-        """(…, D) -> (…, V)"""
-        if self.output is None:
-            return F.linear(x, self.embedding.weight)
-        return self.output(x)
+        """(…, D) -> (…, V), by a product over the table's rows, the padded ones cut after it
+        (`vocab_multiple`)."""
+        logits = F.linear(x, self.embedding.weight) if self.output is None else self.output(x)
+        if logits.size(-1) != self.vocab_size:
+            logits = logits[..., : self.vocab_size]
+        return logits
 
     def memory_states(self, memory: Memory) -> Tensor:
         """The annotations, with 2-D positions added when they come from an image grid."""

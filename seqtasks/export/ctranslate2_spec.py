@@ -17,7 +17,9 @@ CTranslate2's own converters read OpenNMT-py, fairseq or Marian layouts; this mo
   sum for `norm: post` (`pre_norm=False`) and to the sub-layer's input for `norm: pre`; the
   stack's final LayerNorm (Pre-LN only) -> `layer_norm`; ε from the modules;
 - the output projection: the target embedding, without bias (tied), or `output` with its bias
-  -> `projection`.
+  -> `projection`;
+- of a table padded to a multiple of rows (`vocab_multiple`), and of the output projection, the
+  first V rows only: the vocabularies' size.
 
 Vocabularies are the sentencepiece pieces in id order (ids 0-3: <pad>, <unk>, <s>, </s>). The
 decoder starts from <s> (seqtasks' BOS) and stops at </s>, and `add_source_eos` appends </s>
@@ -44,10 +46,11 @@ def _array(tensor: Tensor) -> np.ndarray:
     return tensor.detach().to(torch.float32).cpu().numpy().copy()
 
 
-def _linear(spec: Any, layer: nn.Linear) -> None:
-    spec.weight = _array(layer.weight)
+def _linear(spec: Any, layer: nn.Linear, rows: int | None = None) -> None:
+    """The layer's weight and bias, their first `rows` output rows if given."""
+    spec.weight = _array(layer.weight[:rows])
     if layer.bias is not None:
-        spec.bias = _array(layer.bias)
+        spec.bias = _array(layer.bias[:rows])
 
 
 def _norm(spec: Any, norm: nn.LayerNorm) -> None:
@@ -59,7 +62,7 @@ def _inputs(spec: Any, part: TransformerEncoder | TransformerDecoder) -> None:
     """Token table, √D scale and the position table (seqtasks' own, as it adds it)."""
     embeddings = part.embeddings
     table = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
-    table.weight = _array(embeddings.embedding.weight)
+    table.weight = _array(embeddings.embedding.weight[: embeddings.vocab_size])
     spec.scale_embeddings = True  # × √D, D the table's width: seqtasks' `Embeddings.scale`
     positions = embeddings.position_table(0, embeddings.max_positions)  # (max_positions, D)
     spec.position_encodings.encodings = _array(positions)
@@ -110,10 +113,11 @@ def decoder_spec(decoder: TransformerDecoder) -> Any:
         _feed_forward(layer_spec.ffn, layer.feed_forward, layer.residual_ff.norm)
     if pre_norm:
         _norm(spec.layer_norm, decoder.stack.norm)
+    vocab = decoder.vocab_size
     if decoder.output is None:  # tied: logits = x Eᵀ, no bias
-        spec.projection.weight = _array(decoder.embedding.weight)
+        spec.projection.weight = _array(decoder.embedding.weight[:vocab])
     else:
-        _linear(spec.projection, decoder.output)
+        _linear(spec.projection, decoder.output, vocab)
     return spec
 
 

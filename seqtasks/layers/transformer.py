@@ -54,6 +54,10 @@ class TransformerSettings:
             fixed-size running memory instead of a growing key/value cache).
         activation_checkpointing: in teacher-forced training, recompute each layer in the
             backward pass instead of storing its activations (`recomputed`); search never does.
+        vocab_multiple: the token table (with tied embeddings also the output projection) gets
+            rows up to a multiple of this, so the output product has a size that suits a GPU's
+            matrix units (64); the extra rows are zero, never looked up, and cut from the logits.
+            1: none (as every checkpoint before this setting holds).
     """
 
     d_model: int = 256
@@ -68,10 +72,17 @@ class TransformerSettings:
     pad_id: int = 0
     self_attention: SelfAttentionKind = "softmax"
     activation_checkpointing: bool = False
+    vocab_multiple: int = 1
 
     def embeddings(self, vocab_size: int) -> Embeddings:
         return Embeddings(
-            vocab_size, self.d_model, self.pad_id, self.positions, self.max_positions, self.dropout
+            vocab_size,
+            self.d_model,
+            self.pad_id,
+            self.positions,
+            self.max_positions,
+            self.dropout,
+            self.vocab_multiple,
         )
 
 
@@ -103,6 +114,8 @@ class Embeddings(nn.Module):
         positions: "sinusoidal" (fixed, the paper) or "learned" (one vector per position).
         max_positions: the longest sequence accepted.
         dropout: applied to the sum.
+        vocab_multiple: the table's rows, V, rounded up to a multiple of this; the rows past V
+            start at zero (`vocab_size` stays V).
     """
 
     def __init__(
@@ -113,11 +126,17 @@ class Embeddings(nn.Module):
         positions: PositionKind,
         max_positions: int,
         dropout: float,
+        vocab_multiple: int = 1,
     ):
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        if vocab_multiple < 1:
+            raise ValueError(f"vocab_multiple must be at least 1, got {vocab_multiple}")
+        self.vocab_size = vocab_size
+        rows = -(-vocab_size // vocab_multiple) * vocab_multiple
+        self.embedding = nn.Embedding(rows, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
         nn.init.zeros_(self.embedding.weight[pad_id])
+        nn.init.zeros_(self.embedding.weight[vocab_size:])
         self.scale = math.sqrt(d_model)
         self.max_positions = max_positions
         if positions == "sinusoidal":

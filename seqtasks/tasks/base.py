@@ -21,7 +21,8 @@ from seqtasks.search import Constraint, Hypothesis, beam_search, check_stop, gre
 from seqtasks.tasks.checkpointing import CheckpointHooks
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
-from seqtasks.training.compiling import compile_parts
+from seqtasks.training.clipping import clip_gradients
+from seqtasks.training.compiling import CompileMode, compile_parts
 from seqtasks.training.finite import LossWatch
 from seqtasks.training.positions import check_positions
 from seqtasks.training.schedules import optimizer_config, step_plateaus
@@ -46,8 +47,9 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
         length_alpha: α of the length penalty in beam search.
         beam_stop: when beam search ends an input, "exact" or "heuristic" (`beam_search`).
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
-        torch_compile: `compile_parts` the encoder and decoder (dynamic shapes; eager, with a
-            warning, without a C++ compiler); search stays eager. Its speed: docs/peers.md.
+        torch_compile: `compile_parts` the encoder and decoder: true (dynamic shapes), "static"
+            or "reduce-overhead" (CUDA graphs), the last two for data padded to a few shapes;
+            eager, with a warning, without a C++ compiler; search stays eager. docs/peers.md.
     """
 
     encoder: Encoder
@@ -67,7 +69,7 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
         beam_stop: str = "exact",
         max_length_ratio: float = 1.5,
         max_length_offset: int = 10,
-        torch_compile: bool = False,
+        torch_compile: CompileMode = False,
         attention_penalty: float = 0.0,
         entropy_weight: float = 0.0,
         reward_scale: float = 1.0,
@@ -115,7 +117,7 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
             stage = trainer.state.fn.value  # "fit", "validate", …
             check_positions(self.encoder, self.decoder, trainer.datamodule, stage)
         if self.torch_compile and not getattr(self, "_compiled", False):
-            compile_parts(self.encoder, self.decoder)
+            compile_parts(self.encoder, self.decoder, mode=self.torch_compile)
             self._compiled = True
 
     # ---- training ---------------------------------------------------------------------------
@@ -170,6 +172,11 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
         optimizer = self.optimizer(self.parameter_groups())
         scheduler = None if self.lr_scheduler is None else self.lr_scheduler(optimizer)
         return optimizer_config(optimizer, scheduler, self.monitor)
+
+    def configure_gradient_clipping(
+        self, optimizer: Any, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
+    ) -> None:
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
         if not isinstance(scheduler, ReduceLROnPlateau):  # stepped by `step_plateaus`

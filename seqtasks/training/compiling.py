@@ -1,11 +1,30 @@
-"""`torch_compile: true`: the encoder's and decoder's forward passes compiled, or left eager with
-a warning where torch.compile could not build its kernels (no C++ compiler on the machine)."""
+"""`torch_compile`: the encoder's and decoder's forward passes compiled, in one of three modes,
+or left eager with a warning where torch.compile could not build its kernels (no C++ compiler
+on the machine).
+
+- `true`: dynamic shapes, one graph for every batch's own lengths.
+- "static": a graph per batch shape, each specialised to its sizes; for data padded to a few
+  shapes (`pad_to_multiple`, `length_buckets` of the DataModule), else it recompiles per batch.
+- "reduce-overhead": CUDA graphs, a whole forward (and backward) replayed by one launch, where
+  eager PyTorch launches each kernel from Python; a graph is recorded per batch shape, so this
+  too wants the data padded to a few shapes. The compilation itself follows torch.compile's
+  default (static at first, dynamic once a second shape comes), so few shapes cost two
+  compilations, not one each. A CPU has no graphs to record: it compiles as that default.
+"""
 
 from __future__ import annotations
 
 import warnings
+from typing import Any, Literal
 
 from torch import nn
+
+CompileMode = bool | Literal["static", "reduce-overhead"]
+OPTIONS: dict[Any, dict[str, Any]] = {  # what each mode asks of `nn.Module.compile`
+    True: {"dynamic": True},
+    "static": {"dynamic": False},
+    "reduce-overhead": {"mode": "reduce-overhead"},
+}
 
 
 def missing_compiler() -> str | None:
@@ -25,13 +44,18 @@ def missing_compiler() -> str | None:
     return None
 
 
-def compile_parts(*parts: nn.Module) -> bool:
-    """Compile each part's forward (dynamic shapes: every batch has its own lengths); whether
-    it did. Without a compiler the parts stay eager, with a warning that says why."""
+def compile_parts(*parts: nn.Module, mode: CompileMode = True) -> bool:
+    """Compile each part's forward in `mode` (see the module docstring); whether it did.
+    Without a compiler the parts stay eager, with a warning that says why."""
+    if mode not in OPTIONS:
+        raise ValueError(
+            f"torch_compile must be true, false, 'static' or 'reduce-overhead', got {mode!r}"
+        )
     reason = missing_compiler()
     if reason is not None:
-        warnings.warn(f"torch_compile: true, but running eager: {reason}", stacklevel=2)
+        name = "true" if mode is True else mode
+        warnings.warn(f"torch_compile: {name}, but running eager: {reason}", stacklevel=2)
         return False
     for part in parts:
-        part.compile(dynamic=True)
+        part.compile(**OPTIONS[mode])
     return True
