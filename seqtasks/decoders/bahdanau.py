@@ -15,7 +15,7 @@ from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import MaxoutReadout
 from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
-from seqtasks.layers.recurrent import rnn_step, top_layer
+from seqtasks.layers.recurrent import CellStack
 
 
 class BahdanauDecoder(RNNDecoder):
@@ -56,27 +56,30 @@ class BahdanauDecoder(RNNDecoder):
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return self.attention_state(memory, beam_size)
 
-    def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor, Tensor]:
-        """(R, E) embedded y_{i−1} -> new state, s_i (R, H), c_i (R, D), α_i (R, S)."""
-        context, weights = self.attend(top_layer(state.hidden), state)  # query s_{i−1}
-        rnn_input = torch.cat([embedded, context], dim=-1)  # (R, E + D)
-        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)
-        return replace(state, hidden=hidden), s, context, weights
+    def _recur(
+        self, embedded: Tensor, stack: CellStack, state: RNNState
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(R, E) embedded y_{i−1} -> s_i (R, H), c_i (R, D), α_i (R, S); `stack` steps on."""
+        context, weights = self.attend(stack.top, state)  # query s_{i−1}
+        s = stack.step(torch.cat([embedded, context], dim=-1))  # (R, H)
+        return s, context, weights
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
-        state, s, context, weights = self._recur(embedded, state)
-        logits = self.readout(torch.cat([s, embedded, context], dim=-1))  # (B, V)
-        return logits, state, weights
+        embedded = self.dropout(self.embedding(prev_tokens))  # (R, E)
+        stack = CellStack(self.rnn, state.hidden)
+        s, context, weights = self._recur(embedded, stack, state)
+        logits = self.readout(torch.cat([s, embedded, context], dim=-1))  # (R, V)
+        return logits, replace(state, hidden=stack.hidden), weights
 
     def forward(
         self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
     ) -> DecoderOutput:
         state = self.start(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        stack = CellStack(self.rnn, state.hidden, steps=tgt_in.size(1))
         states, contexts, weights = [], [], []
-        for i in range(tgt_in.size(1)):
-            state, s, context, alpha = self._recur(embedded[:, i], state)
+        for embedded_i in embedded.unbind(1):
+            s, context, alpha = self._recur(embedded_i, stack, state)
             states.append(s)
             contexts.append(context)
             weights.append(alpha)

@@ -8,13 +8,14 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.attention.scores import Attention, GeneralAttention
 from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
-from seqtasks.layers.recurrent import recur, rnn_step
+from seqtasks.layers.recurrent import CellStack, recur
 
 
 class LuongDecoder(RNNDecoder):
@@ -25,7 +26,11 @@ class LuongDecoder(RNNDecoder):
         h̃_i = tanh(W_c [c_i; h_i])        p(y_i | y_<i, x) = softmax(W_s h̃_i)
 
     Without input feeding the recurrence no longer depends on attention, so the teacher-forced
-    pass runs the RNN and the attention over all T positions at once.
+    pass runs the RNN (`recur`: one fused call) and the attention over all T positions at once.
+    With it, h̃_{i−1} enters the first layer and comes from the top one, so every layer steps
+    inside the loop (a `CellStack`); the output projection W_s still runs once after it. Since
+    c_i is linear in the annotations, the attention reads them projected by W_c's context
+    half once per input, which makes each step's context H wide instead of D.
 
     Args:
         vocab_size: target vocabulary size V (given by the task).
@@ -59,24 +64,44 @@ class LuongDecoder(RNNDecoder):
         feed = None  # h̃_0 = 0 with input feeding
         if self.input_feeding:
             feed = memory.states.new_zeros(memory.states.size(0) * beam_size, self.out.in_features)
-        return self.attention_state(memory, beam_size, feed)
+        state = self.attention_state(memory, beam_size, feed)
+        # W_c [c_i; h_i] = W_cc c_i + W_ch h_i, and W_cc c_i = Σ_j α_ij W_cc h̄_j: the attention
+        # reads the annotations projected once per input (H wide, not D), so each step's context
+        # is already W_cc c_i.
+        W_cc = self.combine.weight[:, : -self.combine.out_features]  # (H, D)
+        return replace(state, values=F.linear(memory.states, W_cc))  # (B, S, H)
 
-    def _attentional(self, context: Tensor, h: Tensor) -> Tensor:
-        """h̃ = tanh(W_c [c; h]), over any leading dimensions."""
-        return torch.tanh(self.combine(torch.cat([context, h], dim=-1)))
+    def _W_ch(self) -> Tensor:
+        """W_chᵀ (H, H), the part of W_c that reads h, sliced once per pass (a slice per step
+        costs a zero fill and a copy per step in the backward pass) and cast once under
+        autocast (which caches the casts of parameters, not of their slices)."""
+        W_ch = self.combine.weight[:, -self.combine.out_features :].t()
+        device = W_ch.device.type
+        if torch.is_autocast_enabled(device):
+            return W_ch.to(torch.get_autocast_dtype(device))
+        return W_ch
 
-    def _recur(self, embedded: Tensor, state: RNNState) -> tuple[RNNState, Tensor, Tensor]:
-        """(R, E) embedded y_{i−1} -> new state, h̃_i (R, H), α_i (R, S)."""
-        rnn_input = embedded if state.feed is None else torch.cat([embedded, state.feed], dim=-1)
-        h, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)
-        context, weights = self.attend(h, state)  # query h_i
-        attentional = self._attentional(context, h)  # (R, H)
-        feed = attentional if self.input_feeding else None
-        return replace(state, hidden=hidden, feed=feed), attentional, weights
+    @staticmethod
+    def _attentional(projected_context: Tensor, h: Tensor, W_ch: Tensor) -> Tensor:
+        """W_cc c (…, H) and h (…, H) -> h̃ = tanh(W_cc c + W_ch h) (…, H), one matrix product."""
+        combined = torch.addmm(projected_context.flatten(0, -2), h.flatten(0, -2), W_ch)
+        return torch.tanh(combined).view_as(h)
+
+    def _recur(
+        self, embedded: Tensor, feed: Tensor | None, stack: CellStack, state: RNNState, W_ch: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """(R, E) embedded y_{i−1}, h̃_{i−1} (R, H) or None -> h̃_i (R, H), α_i (R, S)."""
+        rnn_input = embedded if feed is None else torch.cat([embedded, feed], dim=-1)
+        h = stack.step(rnn_input)  # (R, H)
+        projected_context, weights = self.attend(h, state)  # query h_i
+        return self._attentional(projected_context, h, W_ch), weights
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
-        embedded = self.dropout(self.embedding(prev_tokens))  # (B, E)
-        state, attentional, weights = self._recur(embedded, state)
+        embedded = self.dropout(self.embedding(prev_tokens))  # (R, E)
+        stack = CellStack(self.rnn, state.hidden)
+        attentional, weights = self._recur(embedded, state.feed, stack, state, self._W_ch())
+        feed = attentional if self.input_feeding else None
+        state = replace(state, hidden=stack.hidden, feed=feed)
         return self.out(self.dropout(attentional)), state, weights
 
     def forward(
@@ -84,15 +109,16 @@ class LuongDecoder(RNNDecoder):
     ) -> DecoderOutput:
         state = self.start(memory)
         embedded = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        if not self.input_feeding:
+        if not self.input_feeding:  # the RNN and the attention over all T positions at once
             outputs, _ = recur(self.rnn, embedded, state.hidden)  # (B, T, H)
             context, weights = self.attention(outputs, state.keys, state.values, state.mask)
-            attentional = self._attentional(context, outputs)  # (B, T, H)
+            attentional = self._attentional(context, outputs, self._W_ch())  # (B, T, H)
         else:
-            attentionals, alphas = [], []
-            for i in range(tgt_in.size(1)):
-                state, h_tilde, alpha = self._recur(embedded[:, i], state)
-                attentionals.append(h_tilde)
+            stack = CellStack(self.rnn, state.hidden, steps=tgt_in.size(1))
+            feed, W_ch, attentionals, alphas = state.feed, self._W_ch(), [], []
+            for embedded_i in embedded.unbind(1):
+                feed, alpha = self._recur(embedded_i, feed, stack, state, W_ch)
+                attentionals.append(feed)
                 alphas.append(alpha)
             attentional, weights = torch.stack(attentionals, 1), torch.stack(alphas, 1)
         return DecoderOutput(self.out(self.dropout(attentional)), single_head(weights, per_head))

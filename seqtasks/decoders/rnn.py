@@ -26,7 +26,7 @@ class RNNState:
 
     hidden: Hidden  # (layers, R, H), or (h, c) for an LSTM
     keys: Tensor | None = None  # (B, S, D_k) attention keys, precomputed
-    values: Tensor | None = None  # (B, S, D) annotations
+    values: Tensor | None = None  # (B, S, D) annotations (Luong: W_cc h_j, (B, S, H))
     mask: Tensor | None = None  # (B, S)
     feed: Tensor | None = None  # (R, D_f) extra input carried to the next step (Luong, plain c)
 

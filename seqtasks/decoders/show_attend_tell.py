@@ -15,7 +15,7 @@ from seqtasks.decoders.base import DecoderOutput, single_head
 from seqtasks.decoders.readouts import DeepOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState, single_lstm
 from seqtasks.layers.memory import Memory
-from seqtasks.layers.recurrent import rnn_step, top_layer
+from seqtasks.layers.recurrent import CellStack
 
 
 class SoftAttentionDecoder(RNNDecoder):
@@ -64,28 +64,31 @@ class SoftAttentionDecoder(RNNDecoder):
         return context, weights, None
 
     def _recur(
-        self, embedded: Tensor, state: RNNState
-    ) -> tuple[RNNState, Tensor, Tensor, Tensor, Tensor | None]:
-        """(R, m) E y_{t−1} -> new state, h_t (R, n), ẑ_t (R, D), α_t (R, L), log p(choice)."""
-        h_prev = top_layer(state.hidden)  # (R, n)
+        self, embedded: Tensor, stack: CellStack, state: RNNState
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """(R, m) E y_{t−1} -> h_t (R, n), ẑ_t (R, D), α_t (R, L), log p(choice); `stack` steps
+        on."""
+        h_prev = stack.top  # (R, n)
         context, weights, choice_log_prob = self.glimpse(h_prev, state)
         z = torch.sigmoid(self.f_beta(h_prev)) * context  # (R, D) ẑ_t = β_t · context
-        h, hidden = rnn_step(self.rnn, torch.cat([embedded, z], dim=-1), state.hidden)
-        return replace(state, hidden=hidden), h, z, weights, choice_log_prob
+        h = stack.step(torch.cat([embedded, z], dim=-1))
+        return h, z, weights, choice_log_prob
 
     def step(self, prev_tokens: Tensor, state: RNNState) -> tuple[Tensor, RNNState, Tensor]:
         embedded = self.embedding(prev_tokens)  # (R, m)
-        state, h, z, weights, _ = self._recur(embedded, state)
-        return self.readout(embedded, h, z), state, weights
+        stack = CellStack(self.rnn, state.hidden)
+        h, z, weights, _ = self._recur(embedded, stack, state)
+        return self.readout(embedded, h, z), replace(state, hidden=stack.hidden), weights
 
     def forward(
         self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
     ) -> DecoderOutput:
         state = self.start(memory)
         embedded = self.embedding(tgt_in)  # (B, T, m)
+        stack = CellStack(self.rnn, state.hidden, steps=tgt_in.size(1))
         hs, zs, alphas, choices = [], [], [], []
         for embedded_t in embedded.unbind(1):
-            state, h, z, alpha, choice_log_prob = self._recur(embedded_t, state)
+            h, z, alpha, choice_log_prob = self._recur(embedded_t, stack, state)
             hs.append(h)
             zs.append(z)
             alphas.append(alpha)
