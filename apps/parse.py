@@ -30,6 +30,7 @@ from seqtasks.data.text import read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
 from seqtasks.parsing.trees import to_line
+from seqtasks.search.budget import max_tokens_option
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,6 +46,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_stop_option(parser)
     parser.add_argument(
         "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=max_tokens_option,
+        default="auto",
+        help="words per batch; auto: 2000 on a CPU, by free memory on a GPU",
     )
     parser.add_argument(
         "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
@@ -94,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             todo.append(i - 1)
-    parsed = model.parse([sentences[i] for i in todo], beam=args.beam, stop=args.stop)
+    parsed = model.parse(
+        [sentences[i] for i in todo], beam=args.beam, max_tokens=args.max_tokens, stop=args.stop
+    )
     parses = dict(zip(todo, parsed))
     for i in range(len(sentences)):
         if i in parses:

@@ -24,6 +24,7 @@ from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_attention
+from seqtasks.search.budget import max_tokens_option
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,7 +41,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_stop_option(parser)
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
     parser.add_argument(
-        "--max-tokens", type=positive_int, default=2000, help="source tokens per batch"
+        "--max-tokens",
+        type=max_tokens_option,
+        default="auto",
+        help="source tokens per batch; auto: 2000 on a CPU, by free memory on a GPU",
     )
     parser.add_argument(
         "--max-length", type=positive_int, default=250, help="longer sources are cut"

@@ -478,12 +478,8 @@ class LateWinner(CountingMarkov):
         self.log_table = (table / table.sum(-1, keepdim=True)).log()
 
 
-@pytest.mark.parametrize(
-    ("stop", "best", "steps"), [("exact", [4, 5, 6], 4), ("heuristic", [], 2)]
-)
-def test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next(
-    stop, best, steps
-):
+@pytest.mark.parametrize(("stop", "best", "steps"), [("exact", [4, 5, 6], 4), ("heuristic", [], 2)])
+def test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next(stop, best, steps):
     """After step 1 two outputs are finished (K = 2) and the live BOS 4 5 (−0.950) would score
     −0.950 / lp(3) = −0.712 ending next, below BOS EOS (−0.673): the heuristic rule stops and
     returns BOS EOS. After step 0 it must not (one finished, K = 2), though −0.948 / lp(2) is

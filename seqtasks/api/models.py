@@ -24,6 +24,7 @@ from seqtasks.data.captions import ImageSource, load_image
 from seqtasks.data.text import check_text
 from seqtasks.parsing.ptb_text import PTBTokenizer, check_tokens, escape_brackets
 from seqtasks.search import check_stop
+from seqtasks.search.budget import TokenBudget, batch_tokens, check_max_tokens
 from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
 from seqtasks.tasks.captioning import Caption
 from seqtasks.tasks.parsing import Parse
@@ -32,8 +33,11 @@ from seqtasks.tasks.translation import Translation
 __all__ = ["Caption", "Captioner", "Model", "Parse", "Parser", "Translation", "Translator"]
 
 
-def _check(beam: int, n_best: int, stop: str | None, **sizes: int) -> None:
+def _check(
+    beam: int, n_best: int, stop: str | None, max_tokens: TokenBudget = "auto", **sizes: int
+) -> None:
     """Refuse search settings that cannot work, naming them, before any input is read."""
+    check_max_tokens(max_tokens)
     for name, value in {"beam": beam, "n_best": n_best, **sizes}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -77,6 +81,24 @@ class Model:
     def device(self) -> torch.device:
         return self.task.device
 
+    def batch_tokens(
+        self, max_tokens: TokenBudget, beam: int, attention_sources: int | None = None
+    ) -> int:
+        """Source tokens per batch: `max_tokens`, or for "auto" what suits the model's device
+        (`seqtasks.search.budget.batch_tokens`: 2,000 on a CPU, by free memory on a GPU)."""
+        task = self.task
+        encoders = getattr(task.encoder, "members", [task.encoder])  # an ensemble's, each
+        return batch_tokens(
+            max_tokens,
+            self.device,
+            task.decoder,
+            sum(encoder.out_dim for encoder in encoders),
+            beam,
+            task.max_length_ratio,
+            task.max_length_offset,
+            attention_sources,
+        )
+
     def require_attention(self) -> None:
         """Raise a ValueError naming the decoder if results cannot carry attention."""
         if not self.gives_attention:
@@ -110,25 +132,27 @@ class Translator(Model):
         n_best: int = 1,
         attention: bool = False,
         max_length: int = 250,
-        max_tokens: int = 2000,
+        max_tokens: TokenBudget = "auto",
         stop: str | None = None,
     ) -> list[Translation]:
         """One `Translation` per sentence (raw text), in order; an empty sentence gives an
         empty translation, a source over `max_length` subwords is cut (with a warning).
-        Batches hold about `max_tokens` source subwords. `attention` keeps each translation's
-        attention matrix (its pieces × the source's, `source_pieces`). `stop`: when beam
-        search ends ("exact" or "heuristic", `seqtasks.search.beam_search`); by default the
-        model's own (`beam_stop`, "exact" unless trained otherwise)."""
-        _check(beam, n_best, stop, max_length=max_length, max_tokens=max_tokens)
+        Batches hold about `max_tokens` source subwords ("auto": by device, `batch_tokens`).
+        `attention` keeps each translation's attention matrix (its pieces × the source's,
+        `source_pieces`). `stop`: when beam search ends ("exact" or "heuristic",
+        `seqtasks.search.beam_search`); by default the model's own (`beam_stop`, "exact" unless
+        trained otherwise)."""
+        _check(beam, n_best, stop, max_tokens, max_length=max_length)
         sentences = _sentences(sentences)
         if attention:
             self.require_attention()
+        limit = self.source_limit(max_length)
         results = self.task.translate(
             sentences,
             beam_size=beam,
             n_best=n_best,
-            max_tokens=max_tokens,
-            max_length=self.source_limit(max_length),
+            max_tokens=self.batch_tokens(max_tokens, beam, limit + 1 if attention else None),
+            max_length=limit,
             return_attention=attention,
             stop=stop,
         )
@@ -160,14 +184,16 @@ class Parser(Model):
         beam: int = 10,
         n_best: int = 1,
         tags: Sequence[Sequence[str]] | None = None,
-        max_tokens: int = 2000,
+        max_tokens: TokenBudget = "auto",
         stop: str | None = None,
     ) -> list[Parse]:
         """One `Parse` per sentence, in order. A sentence is a string, split into PTB tokens
         (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
         are. With `tags` the preterminals carry them instead of what the model writes. An
-        empty sentence gives the empty tree `(TOP )`. `stop` as for `Translator.translate`."""
-        _check(beam, n_best, stop, max_tokens=max_tokens)
+        empty sentence gives the empty tree `(TOP )`. `stop` and `max_tokens` (in words) as for
+        `Translator.translate`; on a GPU an "auto" budget also bounds the search rows (words ×
+        beam), which the task otherwise caps at a CPU's `max_rows`."""
+        _check(beam, n_best, stop, max_tokens)
         sentences = _inputs(sentences, "sentences")
         words = [self.tokens(sentence, i) for i, sentence in enumerate(sentences)]
         for i, tokens in enumerate(words):
@@ -178,8 +204,11 @@ class Parser(Model):
                 )
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
+        tokens = self.batch_tokens(max_tokens, beam)
+        on_gpu = max_tokens == "auto" and self.device.type == "cuda"
+        rows = {"max_rows": tokens * beam} if on_gpu else {}
         return self.task.parse(
-            words, beam_size=beam, tags=tags, max_tokens=max_tokens, n_best=n_best, stop=stop
+            words, beam_size=beam, tags=tags, max_tokens=tokens, n_best=n_best, stop=stop, **rows
         )
 
     @property

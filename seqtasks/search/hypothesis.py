@@ -82,7 +82,21 @@ def as_limits(max_length: int | Tensor, batch: int, device: torch.device) -> Ten
     return torch.full((batch,), max_length, dtype=torch.long, device=device)
 
 
-def keep_rows(groups: list[int], k: int, device: torch.device) -> Tensor:
-    """The rows of the given input groups, K rows each: (len(groups)·K,)."""
-    index = torch.tensor(groups, device=device)[:, None] * k + torch.arange(k, device=device)
-    return index.view(-1)
+def keep_rows(groups: Tensor, k: int) -> Tensor:
+    """The rows of the given input groups (n,), K rows each: (n·K,)."""
+    return (groups[:, None] * k + torch.arange(k, device=groups.device)).view(-1)
+
+
+def shrink_threshold(shrink_below: float | None, device: torch.device) -> float:
+    """`shrink_below`, or by default when search drops its finished inputs: once fewer than this
+    share of its rows are live, their rows staying in the batch until then.
+
+    On a CPU at once (1.0): every row costs its share of the arithmetic and a drop costs little,
+    so the batch is exactly what it was before issue 29. On a GPU once fewer than half are
+    (0.5): a step takes about as long for any number of rows, while a drop waits for the device
+    (to count the rows kept) and moves every per-input tensor, so it is done a few times per
+    batch, not at every step where an input ends.
+    """
+    if shrink_below is not None:
+        return shrink_below
+    return 1.0 if device.type == "cpu" else 0.5

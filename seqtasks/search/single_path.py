@@ -5,11 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.memory import Memory
-from seqtasks.search.hypothesis import Constraint, Hypothesis, as_limits, constrained_log_probs
+from seqtasks.search.hypothesis import (
+    Constraint,
+    Hypothesis,
+    as_limits,
+    constrained_log_probs,
+    shrink_threshold,
+)
 
 
 @torch.no_grad()
@@ -22,58 +29,84 @@ def _one_path(
     pick: Callable[[Tensor], Tensor],
     return_attention: bool,
     constraint: Constraint | None,
+    shrink_below: float | None,
 ) -> list[list[Hypothesis]]:
-    """Extend one hypothesis per input, choosing each token with `pick(log_probs)`; inputs that
-    are finished leave the batch, so the remaining steps cost only what is still running."""
+    """Extend one hypothesis per input, choosing each token with `pick(log_probs)`.
+
+    Each step writes every row's choice, its log-probability (and attention) into per-input
+    tensors on the device, at column t, and reads back one number, the rows still live. A live
+    row has written t tokens, so a finished row writes past its end, and where each output
+    ends (its first EOS, else its limit) is found once the search is over. A finished row
+    stays in the batch, ignored, until fewer than `shrink_below` of the rows are live
+    (`shrink_threshold`); then the batch drops them, so the remaining steps cost only what is
+    still running.
+    """
     batch, device = memory.states.size(0), memory.states.device
-    limit_tensor = as_limits(max_length, batch, device)
-    limits = limit_tensor.tolist()
-    valid = memory.lengths.tolist()
+    limits = as_limits(max_length, batch, device)  # (B,)
+    steps = int(limits.max()) if batch else 0
+    shrink = shrink_threshold(shrink_below, device)
     state = decoder.start(memory)
-    constraint_state = constraint.start(limit_tensor, 1) if constraint is not None else None
+    constraint_state = constraint.start(limits, 1) if constraint is not None else None
     prev = torch.full((batch,), bos, dtype=torch.long, device=device)
-    active = list(range(batch))  # input of each row
-    tokens: list[list[int]] = [[] for _ in range(batch)]
-    weights: list[list[Tensor]] = [[] for _ in range(batch)]
-    scores, ended = [0.0] * batch, [False] * batch
-    for _ in range(max(limits)):
-        logits, state, alpha = decoder.step(prev, state)
+    inputs, limit = torch.arange(batch, device=device), limits  # (R,) each row's input, limit
+    live = torch.ones(batch, dtype=torch.bool, device=device)  # (R,)
+    tokens = torch.full((batch, steps), eos, dtype=torch.long, device=device)  # (B, T)
+    log_probs_chosen = torch.zeros((batch, steps), device=device)  # (B, T)
+    attention: Tensor | None = None  # (B, T, S)
+    for t in range(steps):
+        logits, state, weights = decoder.step(prev, state)
         log_probs = constrained_log_probs(logits, constraint, constraint_state)  # (R, V)
         choice = pick(log_probs)  # (R,)
         if constraint is not None:
             constraint_state = constraint.advance(constraint_state, choice)
-        chosen = log_probs.gather(1, choice[:, None])[:, 0].tolist()
-        still = []
-        for row, (b, token) in enumerate(zip(active, choice.tolist())):
-            scores[b] += chosen[row]
-            if token == eos:
-                ended[b] = True
-                continue
-            tokens[b].append(token)
-            if return_attention and alpha is not None:
-                weights[b].append(alpha[row, : valid[b]])
-            if len(tokens[b]) < limits[b]:
-                still.append(row)
-        if not still:
+        tokens[inputs, t] = choice
+        log_probs_chosen[inputs, t] = log_probs.gather(1, choice[:, None])[:, 0]
+        if return_attention and weights is not None:
+            if attention is None:
+                attention = weights.new_zeros((batch, steps, weights.size(-1)), dtype=torch.float)
+            attention[inputs, t] = weights.float()
+        live &= (choice != eos) & (limit > t + 1)
+        rows = live.sum().item()  # the step's one read-back
+        if not rows:
             break
-        if len(still) < len(active):
-            index = torch.tensor(still, device=device)
+        if rows < shrink * len(live):  # drop the finished rows
+            index = live.nonzero()[:, 0]
             state, choice = decoder.reorder(state, index), choice[index]
             if constraint is not None:
                 constraint_state = constraint.reorder(constraint_state, index)
-            active = [active[row] for row in still]
+            inputs, limit, live = inputs[index], limit[index], live[index]
         prev = choice
-    return [
-        [
-            Hypothesis(
-                tokens=tokens[b],
-                score=scores[b],
-                attention=torch.stack(weights[b]).float().cpu() if weights[b] else None,
-                finished=ended[b],
-            )
-        ]
-        for b in range(batch)
-    ]
+    return _read_back(tokens, log_probs_chosen, limits, eos, attention, memory.lengths.tolist())
+
+
+def _read_back(
+    tokens: Tensor,
+    log_probs: Tensor,
+    limits: Tensor,
+    eos: int,
+    attention: Tensor | None,
+    valid: list[int],
+) -> list[list[Hypothesis]]:
+    """One `Hypothesis` per input from the (B, T) tokens and log-probabilities the search
+    wrote: an output ends at its first EOS (finished), else at its limit (at least 1, at most
+    T: the steps taken); its score is the sum of its log-probabilities, EOS's included, added
+    in order in float64 as Python adds floats. Its attention is over its `valid` source
+    positions (None for an empty output)."""
+    steps = tokens.size(1)
+    written = limits.clamp(min=1, max=steps)  # (B,) a first step is taken even at limit 0
+    past = torch.arange(steps, device=tokens.device) >= written[:, None]  # (B, T)
+    stops = torch.cat([(tokens == eos) | past, past.new_ones(len(past), 1)], 1)  # (B, T + 1)
+    length = stops.int().argmax(1)  # (B,) the first stop
+    ended = length < written
+    sums = F.pad(log_probs.double().cumsum(1), (1, 0))  # (B, T + 1) the sums of the first j
+    score = sums.gather(1, (length + ended.long())[:, None])[:, 0]
+    lengths, tokens = length.tolist(), tokens.cpu()
+    attention = None if attention is None else attention.cpu()
+    results = []
+    for b, (n, value, finished) in enumerate(zip(lengths, score.tolist(), ended.tolist())):
+        weights = None if attention is None or not n else attention[b, :n, : valid[b]].clone()
+        results.append([Hypothesis(tokens[b, :n].tolist(), value, weights, finished)])
+    return results
 
 
 def greedy(
@@ -84,6 +117,7 @@ def greedy(
     max_length: int | Tensor,
     return_attention: bool = False,
     constraint: Constraint | None = None,
+    shrink_below: float | None = None,
 ) -> list[list[Hypothesis]]:
     """The most probable (allowed) next token at every step, for a whole batch at once."""
     return _one_path(
@@ -95,6 +129,7 @@ def greedy(
         lambda lp: lp.argmax(-1),
         return_attention,
         constraint,
+        shrink_below,
     )
 
 
@@ -110,7 +145,9 @@ def sample(
     return_attention: bool = False,
     constraint: Constraint | None = None,
 ) -> list[list[Hypothesis]]:
-    """Ancestral sampling, optionally from the `top_k` tokens only, at `temperature`."""
+    """Ancestral sampling, optionally from the `top_k` tokens only, at `temperature`. A draw
+    takes one number from `generator` per row, so finished rows leave the batch at once
+    (`shrink_below` 1): a seeded generator gives the samples it always gave."""
 
     def pick(log_probs: Tensor) -> Tensor:
         scaled = log_probs / temperature
@@ -119,4 +156,4 @@ def sample(
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
         return torch.multinomial(scaled.softmax(-1), 1, generator=generator)[:, 0]
 
-    return _one_path(decoder, memory, bos, eos, max_length, pick, return_attention, constraint)
+    return _one_path(decoder, memory, bos, eos, max_length, pick, return_attention, constraint, 1.0)
