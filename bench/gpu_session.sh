@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# The GPU session of issue 29: bench/gpu.py on every task, baseline (today's config) first and
-# each GPU recipe config, where one exists, measured after it in the same process. From the
-# checkout's root on the lent machine (no internet, 10 minutes a call):
-#   bash .gpu/run.sh bash bench/gpu_session.sh
+# The GPU session of issue 29, in two parts of under 9 minutes each (a lent GPU takes commands of
+# at most 10 minutes). From the checkout's root on the lent machine (no internet):
+#   bash .gpu/run.sh bash bench/gpu_session.sh translation   # recipe fit to BLEU, DDP, GPU tests,
+#                                                            # the small Transformer's bench
+#   bash .gpu/run.sh bash bench/gpu_session.sh models        # base sizes, parsing, captioning
+# `translation`: the GPU-only tests; `seqtasks fit` of configs/translation/transformer_gpu.yaml
+# (its 55 s, validation included) and `seqtasks test` of its best checkpoint (beam 5,
+# test_2016_flickr, sacreBLEU); the same recipe under `--trainer.strategy ddp --trainer.devices 1`
+# for 200 steps, and `seqtasks validate` of the best checkpoint with and without DDP; then
+# bench/gpu.py on transformer.yaml (today's, the baseline) and the recipe, decoding with the
+# trained checkpoint. `models`: bench/gpu.py on the Transformer-base sizes (25,000-token batches),
+# parsing and captioning, each baseline config first and its *_gpu.yaml after it.
 # Every log and JSON goes under $OUT as it is written (default: /tmp/gpu_session); each step
-# runs under `timeout`, the budgets summing to under 9 minutes; a short table ends the run.
-# On a CPU, to check the script end to end in about two minutes:
-#   SMOKE=1 DATA=/tmp/data OUT=/tmp/x bash bench/gpu_session.sh
+# runs under `timeout`; a short table ends each part.
+# On a CPU, to check the script end to end in a few minutes:
+#   SMOKE=1 DATA=/tmp/data OUT=/tmp/x bash bench/gpu_session.sh translation   (and models)
 # (DATA: a folder with multi30k/ and ptb/ as data_prep writes them; default: data). Optional:
-# TRANSLATION_CKPT, PARSING_CKPT, CAPTIONING_CKPT trained checkpoints for decoding (without
-# them decoding measures untrained models, whose outputs run longer).
+# PARSING_CKPT, CAPTIONING_CKPT trained checkpoints for decoding (without them decoding
+# measures untrained models, whose outputs run longer).
 set -u
+PART=${1:?which part: translation or models}
 OUT=${OUT:-/tmp/gpu_session}
 DATA=${DATA:-data}
 PY=${PYTHON:-python3}
@@ -24,7 +33,7 @@ if [ "${SMOKE:-0}" = 1 ]; then  # CPU, tiny runs: the script's plumbing, not its
 else
   COMMON=(--device cuda --precision bf16-mixed --steps 30 --warmup 10)
   SMALL=() BASE=(--max-tokens 25000 --steps 20 --warmup 5) BEAMS_MT=(--beams 1 5)
-  BUDGETS=(150 120 100 110)  # seconds: small Transformer, base sizes, parsing, captioning
+  BUDGETS=(140 150 150 160)  # seconds: small Transformer, base sizes, parsing, captioning
 fi
 BASE_SIZES=()
 for part in encoder decoder; do
@@ -58,25 +67,72 @@ step() {
   echo "== $name: exit $rc after $((SECONDS - start)) s$([ "$rc" = 124 ] && echo ' (timed out)')"
 }
 
+# run NAME BUDGET COMMAND...: COMMAND under `timeout BUDGET`, its output in $OUT/NAME.log.
+run() {
+  local name=$1 budget=$2 start=$SECONDS
+  shift 2
+  echo "== $name (at most ${budget} s): $*"
+  timeout --kill-after=10 "$budget" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  grep -v -e 'Warning' -e '^  warnings.warn' "$OUT/$name.log" | tail -n 25
+  echo "== $name: exit $rc after $((SECONDS - start)) s$([ "$rc" = 124 ] && echo ' (timed out)')"
+}
+
 mapfile -t MT < <(configs configs/translation/transformer.yaml)
 mapfile -t PARSE < <(configs configs/parsing/lstm_attention_fast.yaml)
 mapfile -t CAPTION < <(configs configs/captioning/shapes_soft.yaml)
 ckpt() { if [ -n "${1:-}" ]; then printf '%s\n' --checkpoint "$1"; fi; }
-mapfile -t MT_CKPT < <(ckpt "${TRANSLATION_CKPT:-}")
 mapfile -t PARSE_CKPT < <(ckpt "${PARSING_CKPT:-}")
 mapfile -t CAPTION_CKPT < <(ckpt "${CAPTIONING_CKPT:-}")
 
-step translation "${BUDGETS[0]}" "${MT[@]}" --data "$DATA/multi30k" "${SMALL[@]}" \
-  "${BEAMS_MT[@]}" "${MT_CKPT[@]}"
-step transformer_base "${BUDGETS[1]}" "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
-  -- "${BASE_SIZES[@]}"
-step parsing "${BUDGETS[2]}" "${PARSE[@]}" --data "$DATA/ptb" "${SMALL[@]}" --beams 1 10 \
-  "${PARSE_CKPT[@]}"
-# The shapes world is generated on first use (no download): a smaller one than the config's, as
-# the speed of a batch does not depend on how many images there are.
-step captioning "${BUDGETS[3]}" "${CAPTION[@]}" --data /tmp/seqtasks_shapes_bench --beams 1 3 \
-  "${CAPTION_CKPT[@]}" -- --data.init_args.num_train 3000 --data.init_args.num_val 100 \
-  --data.init_args.num_test 300 --data.init_args.num_holdout 100
+if [ "$PART" = translation ]; then
+  RECIPE=(--config configs/translation/transformer_gpu.yaml --data.init_args.data_dir
+          "$DATA/multi30k")
+  DDP_STEPS=200
+  if [ "${SMOKE:-0}" = 1 ]; then  # the plumbing: a few steps on the CPU
+    RECIPE+=(--trainer.accelerator cpu --trainer.precision 32-true --trainer.max_steps 4
+             --trainer.val_check_interval 2 --data.init_args.max_tokens 600
+             --data.init_args.num_workers 0 --trainer.limit_val_batches 1)
+    TESTS=(tests/test_clipping.py) DDP_STEPS=4
+  else
+    TESTS=(tests/test_gpu_training.py tests/test_finite.py tests/test_search_equivalence.py
+           tests/test_clipping.py)
+  fi
+  # The GPU-only tests (they skip without CUDA); the raw Multi30k they read is carried in .gpu.
+  [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data
+  run gpu_tests 90 "$PY" -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"
+  # The one-minute recipe: its own clock (55 s of training, validation included), then beam 5
+  # on test_2016_flickr.
+  run fit 110 "$PY" -m seqtasks fit "${RECIPE[@]}" --trainer.default_root_dir "$OUT/fit"
+  BEST=$(grep -o 'best val/bleu = .*: .*\.ckpt' "$OUT/fit.log" | sed 's/.*: //' | tail -n 1)
+  echo "best checkpoint: ${BEST:-none}"
+  if [ -n "$BEST" ]; then
+    run test 60 "$PY" -m seqtasks test "${RECIPE[@]}" --ckpt_path "$BEST" \
+      --trainer.default_root_dir "$OUT/test"
+    run validate_plain 45 "$PY" -m seqtasks validate "${RECIPE[@]}" --ckpt_path "$BEST" \
+      --trainer.default_root_dir "$OUT/validate_plain"
+    run validate_ddp 45 "$PY" -m seqtasks validate "${RECIPE[@]}" --ckpt_path "$BEST" \
+      --trainer.strategy ddp --trainer.devices 1 --trainer.default_root_dir "$OUT/validate_ddp"
+  fi
+  run fit_ddp 60 "$PY" -m seqtasks fit "${RECIPE[@]}" --trainer.strategy ddp --trainer.devices 1 \
+    --trainer.max_steps "$DDP_STEPS" --trainer.default_root_dir "$OUT/fit_ddp"
+  mapfile -t MT_CKPT < <(ckpt "$BEST")
+  step translation "${BUDGETS[0]}" "${MT[@]}" --data "$DATA/multi30k" "${SMALL[@]}" \
+    "${BEAMS_MT[@]}" "${MT_CKPT[@]}"
+elif [ "$PART" = models ]; then
+  step transformer_base "${BUDGETS[1]}" "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
+    -- "${BASE_SIZES[@]}"
+  step parsing "${BUDGETS[2]}" "${PARSE[@]}" --data "$DATA/ptb" "${SMALL[@]}" --beams 1 10 \
+    "${PARSE_CKPT[@]}"
+  # The shapes world is generated on first use (no download): a smaller one than the config's,
+  # as the speed of a batch does not depend on how many images there are.
+  step captioning "${BUDGETS[3]}" "${CAPTION[@]}" --data /tmp/seqtasks_shapes_bench --beams 1 3 \
+    "${CAPTION_CKPT[@]}" -- --data.init_args.num_train 3000 --data.init_args.num_val 100 \
+    --data.init_args.num_test 300 --data.init_args.num_holdout 100
+else
+  echo "unknown part '$PART': translation or models" >&2
+  exit 2
+fi
 
 "$PY" - "$OUT" <<'EOF' | tee "$OUT/table.txt"
 """One line per measured config: training, its share of the matmul rate, memory, decoding."""

@@ -50,6 +50,13 @@ def load_script(path: str) -> ModuleType:
     return module
 
 
+# ../shared/data next to the repository, or where SEQTASKS_SHARED_DATA says (a lent GPU machine,
+# where the checkout is copied without its neighbours: bench/gpu_session.sh)
+SHARED_DATA = Path(
+    os.environ.get("SEQTASKS_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared/data"
+)
+
+
 def _require(path: Path, what: str) -> Path:
     """`path` if it exists; otherwise fail in CI (data must be there) and skip elsewhere."""
     if path.exists():
@@ -62,8 +69,8 @@ def _require(path: Path, what: str) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The shared data folder, ../shared/data next to the repository."""
-    return _require(Path(__file__).resolve().parents[2] / "shared" / "data", "shared data")
+    """The shared data folder (`SHARED_DATA`)."""
+    return _require(SHARED_DATA, "shared data")
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +165,7 @@ def prepare_ptb(out: Path) -> Path:
     """The shared PTB sample prepared into `out` by data_prep/ptb.py (once per folder): train
     wsj_0001–0159 (3,396 trees), dev wsj_0160–0179 (273 trees)."""
     if not (out / "dev.mrg").is_file():
-        source = _require(Path(__file__).resolve().parents[2] / "shared/data/ptb_sample", "PTB")
+        source = _require(SHARED_DATA / "ptb_sample", "PTB")
         result = subprocess.run(
             [sys.executable, str(REPO / "data_prep" / "ptb.py"), "--source", str(source)]
             + ["--out", str(out)],
@@ -179,7 +186,7 @@ def ptb_dir(tmp_path_factory) -> Path:
 
 def flickr8k_subset() -> Path:
     """The shared Flickr8k subset: 900 photos in images/ and captions.txt (5 captions each)."""
-    return _require(Path(__file__).resolve().parents[2] / "shared/data/flickr8k_subset", "Flickr8k")
+    return _require(SHARED_DATA / "flickr8k_subset", "Flickr8k")
 
 
 def validate_counting_encodings(model, datamodule, monkeypatch) -> tuple[dict[str, float], int]:

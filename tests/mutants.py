@@ -47,9 +47,9 @@ MUTANTS = [
         "Bahdanau's attention queried with s_i instead of s_{i-1} (context recomputed after the "
         "recurrence; teacher forcing still equals step-wise decoding)",
         "seqtasks/decoders/bahdanau.py",
-        "        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)\n",
-        "        s, hidden = rnn_step(self.rnn, rnn_input, state.hidden)  # (R, H)\n"
-        "        context, weights = self.attend(s, state)\n",
+        "        s = stack.step(torch.cat([embedded, context], dim=-1))  # (R, H)\n",
+        "        s = stack.step(torch.cat([embedded, context], dim=-1))  # (R, H)\n"
+        "        context, weights = self.attend(stack.top, state)\n",
         ("test_reference_steps.py::test_teacher_forcing_matches_reference",),
     ),
     Mutant(
@@ -62,8 +62,8 @@ MUTANTS = [
     Mutant(
         "a finished hypothesis' length counted without its EOS",
         "seqtasks/search/beam.py",
-        "keep(active[g], row, float(top_scores[g, rank]), t + 1, True)",
-        "keep(active[g], row, float(top_scores[g, rank]), t, True)",
+        "hit_score = (top_scores[:, :k].double() / lp)",
+        "hit_score = (top_scores[:, :k].double() / length_penalty(t, alpha))",
         ("test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration",),
     ),
     Mutant(
@@ -379,15 +379,15 @@ MUTANTS = [
     Mutant(
         "beam search's exact stop waits for K finished hypotheses again",
         "seqtasks/search/beam.py",
-        "return not _live_may_win(finished, best_live, (t + 2, max(",
-        "return len(finished) >= k and not _live_may_win(finished, best_live, (t + 2, max(",
+        'return ~may_win if stop == "exact" else',
+        'return (groups.count >= k) & ~may_win if stop == "exact" else',
         ("test_search.py::test_beam_stops_once_no_live_hypothesis_can_change_the_best",),
     ),
     Mutant(
         "beam search's heuristic stop without waiting for K finished",
         "seqtasks/search/beam.py",
-        "return len(finished) >= k and not _live_may_win(\n",
-        "return not _live_may_win(\n",
+        "else (groups.count >= k) & ~may_win",
+        "else ~may_win",
         (
             "test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",
         ),
@@ -395,8 +395,8 @@ MUTANTS = [
     Mutant(
         "beam search's exact stop judges live beams at the next step's length (heuristically)",
         "seqtasks/search/beam.py",
-        "(t + 2, max(limit, t + 2)), alpha",
-        "(t + 2, t + 2), alpha",
+        "lp = groups.limit_lp.masked_fill(groups.limit < t + 2, next_lp).clamp(min=next_lp)",
+        "lp = next_lp",
         (
             "test_search.py::test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next",
             "test_search.py::test_beam_does_not_stop_while_a_live_hypothesis_is_better",
@@ -848,7 +848,9 @@ MUTANTS = [
         "seqtasks/io/files.py",
         "    if path.exists() and not path.is_file() and not path.is_dir():\n        with open(",
         "    if False:\n        with open(",
-        ("test_outputs.py::test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them",),
+        (
+            "test_outputs.py::test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them",
+        ),
     ),
     Mutant(
         "a parse sentence longer than a Transformer encoder reads handed to the model",
@@ -859,6 +861,66 @@ MUTANTS = [
             "test_api.py::"
             "test_a_sentence_longer_than_a_transformer_parser_reads_is_refused_or_skipped",
         ),
+    ),
+    # ---- issue 29: the GPU paths (each checked on the CPU) -----------------------------------
+    Mutant(
+        "a fused optimiser's gradients left unclipped where nothing scales them",
+        "seqtasks/training/clipping.py",
+        "    if not value or scaler is not None or not fused:",
+        "    if not value or scaler is not None or fused:",
+        ("test_clipping.py::test_a_fused_optimiser_is_clipped_to_the_norm_without_a_scaler",),
+    ),
+    Mutant(
+        "lengths rounded down to the multiple instead of up",
+        "seqtasks/data/batch.py",
+        "rounded = -(-lengths // self.multiple) * self.multiple",
+        "rounded = lengths // self.multiple * self.multiple",
+        ("test_batching.py::test_padding_rounds_to_the_multiple_or_the_first_bucket_that_holds",),
+    ),
+    Mutant(
+        "a padded vocabulary's logits not cut back to V",
+        "seqtasks/decoders/transformer.py",
+        "            logits = logits[..., : self.vocab_size]",
+        "            pass",
+        (
+            "test_gpu_training.py::"
+            "test_a_vocabulary_padded_to_64_rows_is_seen_as_v_outside_the_decoder",
+        ),
+    ),
+    Mutant(
+        "the same inter-layer dropout mask at every step of a cell stack",
+        "seqtasks/layers/recurrent.py",
+        "                x = x * self.masks[layer][self.t]  # dropout between layers",
+        "                x = x * self.masks[layer][0]  # dropout between layers",
+        ("test_rnn_paths.py::test_cell_stack_dropout_is_fresh_every_step_at_its_rate",),
+    ),
+    Mutant(
+        "a cell stack's layer state not carried to the next step",
+        "seqtasks/layers/recurrent.py",
+        "            self.states[layer] = state\n",
+        "            self.states[layer] = state if layer == 0 else self.states[layer]\n",
+        ("test_rnn_paths.py::test_cell_stack_equals_the_module_over_a_sequence",),
+    ),
+    Mutant(
+        "greedy's scores summed in float32",
+        "seqtasks/search/single_path.py",
+        "sums = F.pad(log_probs.double().cumsum(1), (1, 0))",
+        "sums = F.pad(log_probs.float().cumsum(1), (1, 0))",
+        ("test_search_equivalence.py::test_greedy_equals_the_reference",),
+    ),
+    Mutant(
+        "the decoding budget on a GPU not capped at 64,000 tokens",
+        "seqtasks/search/budget.py",
+        "    return int(min(max(MEMORY_SHARE * free / per_token, FEWEST_TOKENS), MOST_TOKENS))",
+        "    return int(max(MEMORY_SHARE * free / per_token, FEWEST_TOKENS))",
+        ("test_decode_budget.py::test_auto_on_a_gpu_follows_the_free_memory_within_bounds",),
+    ),
+    Mutant(
+        "bench/gpu.py counting padded target positions as trained tokens",
+        "bench/gpu_train.py",
+        "        tokens, examples = int((batch.tgt_out != PAD_ID).sum()), len(batch)",
+        "        tokens, examples = batch.tgt_out.numel(), len(batch)",
+        ("test_bench_gpu.py::test_cpu_run_reports_counts_and_compares",),
     ),
 ]
 
