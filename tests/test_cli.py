@@ -12,6 +12,7 @@ import torch
 import yaml
 from conftest import flickr8k_subset, prepare_ptb, subprocess_env
 
+from seqtasks.cli.main import main
 from seqtasks.data import (
     CaptionData,
     DatesData,
@@ -45,8 +46,11 @@ def data_class(config: Path) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def data_overrides(config: Path, multi30k_dir: Path, tmp_path: Path) -> list[str]:
-    """Command-line overrides that point a config's data module at test data."""
+def data_overrides(
+    config: Path, multi30k_dir: Path, tmp_path: Path, ptb: Path | None = None
+) -> list[str]:
+    """Command-line overrides that point a config's data module at test data (`ptb`: the PTB
+    sample already prepared, else prepared into `tmp_path`)."""
     cls = data_class(config)
     if issubclass(cls, DatesData):  # generates its own corpus into data_dir
         return [
@@ -77,7 +81,8 @@ def data_overrides(config: Path, multi30k_dir: Path, tmp_path: Path) -> list[str
     if issubclass(cls, TranslationData):
         return ["--data.init_args.data_dir", str(multi30k_dir), *SMALL_BATCHES]
     if issubclass(cls, ParsingData):
-        return ["--data.init_args.data_dir", str(prepare_ptb(tmp_path / "ptb")), *SMALL_BATCHES]
+        ptb = ptb or prepare_ptb(tmp_path / "ptb")
+        return ["--data.init_args.data_dir", str(ptb), *SMALL_BATCHES]
     if issubclass(cls, ShapesData):  # generates a small world into data_dir
         sizes = [f"--data.init_args.num_{split}=8" for split in ("train", "val", "test", "holdout")]
         return ["--data.init_args.data_dir", str(tmp_path / "shapes"), *sizes]
@@ -104,23 +109,30 @@ def test_configs_are_found():
 @pytest.mark.parametrize(
     "config", CONFIGS, ids=lambda c: c.relative_to(REPO / "configs").as_posix()
 )
-def test_config_fast_dev_run(config, multi30k_dir, tmp_path, child_env):
-    """Every shipped config builds and takes a step; a GPU recipe takes it on the CPU here."""
+def test_config_fast_dev_run(config, multi30k_dir, tmp_path, request, monkeypatch):
+    """Every shipped config builds and takes a step; a GPU recipe takes it on the CPU here. In
+    this process: the command line itself is tested in a child process elsewhere
+    (`test_fit_then_test_end_to_end`), and importing Lightning again for each of ~25 configs
+    would cost about 6 s each."""
     trainer = yaml.safe_load(config.read_text()).get("trainer", {})
     on_cpu = trainer.get("accelerator") == "gpu" and not torch.cuda.is_available()
-    args = [
-        "fit",
-        "--config",
-        str(config),
-        "--trainer.fast_dev_run",
-        "1",
-        "--trainer.default_root_dir",
-        str(tmp_path / "run"),
-        *data_overrides(config, multi30k_dir, tmp_path),
-        *(["--trainer.accelerator", "cpu"] if on_cpu else []),
-    ]
-    result = seqtasks(args, child_env, tmp_path)
-    assert result.returncode == 0, result.stderr[-4000:]
+    ptb = (
+        request.getfixturevalue("ptb_dir") if issubclass(data_class(config), ParsingData) else None
+    )
+    monkeypatch.chdir(tmp_path)
+    main(
+        [
+            "fit",
+            "--config",
+            str(config),
+            "--trainer.fast_dev_run",
+            "1",
+            "--trainer.default_root_dir",
+            str(tmp_path / "run"),
+            *data_overrides(config, multi30k_dir, tmp_path, ptb),
+            *(["--trainer.accelerator", "cpu"] if on_cpu else []),
+        ]
+    )
 
 
 def test_fit_then_test_end_to_end(multi30k_dir, tmp_path, child_env):

@@ -269,10 +269,12 @@ def test_cell_stack_dropout_is_fresh_every_step_at_its_rate() -> None:
     for t in range(1, T):
         agree = ((masks[t] == 0) == (masks[0] == 0)).float().mean()
         assert agree < 0.7  # independent masks agree on 1 − 2p(1 − p) = 62.5% of units
-    x = torch.randn(rows, E)
-    h1 = torch.gru_cell(x, torch.zeros(rows, H), *layer_weights(rnn, 0))
-    h2 = torch.gru_cell(h1 * masks[0], torch.zeros(rows, H), *layer_weights(rnn, 1))
-    torch.testing.assert_close(stack.step(x), h2)
+    h1 = h2 = torch.zeros(rows, H)
+    for t in range(T):  # step t applies mask t, by hand
+        x = torch.randn(rows, E)
+        h1 = torch.gru_cell(x, h1, *layer_weights(rnn, 0))
+        h2 = torch.gru_cell(h1 * masks[t], h2, *layer_weights(rnn, 1))
+        torch.testing.assert_close(stack.step(x), h2)
 
 
 # ---- 4. the GPU recipes --------------------------------------------------------------------
