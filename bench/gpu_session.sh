@@ -79,7 +79,9 @@ run() {
 }
 
 mapfile -t MT < <(configs configs/translation/transformer.yaml)
-mapfile -t PARSE < <(configs configs/parsing/lstm_attention_fast.yaml)
+# the parsing recipe is lstm_attention_fast.yaml's model under the shorter name
+mapfile -t PARSE < <(printf '%s\n' --config configs/parsing/lstm_attention_fast.yaml \
+  --config configs/parsing/lstm_attention_gpu.yaml)
 mapfile -t CAPTION < <(configs configs/captioning/shapes_soft.yaml)
 ckpt() { if [ -n "${1:-}" ]; then printf '%s\n' --checkpoint "$1"; fi; }
 mapfile -t PARSE_CKPT < <(ckpt "${PARSING_CKPT:-}")
