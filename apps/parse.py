@@ -25,12 +25,11 @@ from pathlib import Path
 from nltk.tree import Tree, TreePrettyPrinter
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, device_name, positive_int
+from seqtasks.cli.arguments import add_max_tokens_option, add_stop_option, device_name, positive_int
 from seqtasks.data.text import read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets
 from seqtasks.parsing.trees import to_line
-from seqtasks.search.budget import max_tokens_option
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -47,12 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
     )
-    parser.add_argument(
-        "--max-tokens",
-        type=max_tokens_option,
-        default="auto",
-        help="words per batch; auto: 2000 on a CPU, by free memory on a GPU",
-    )
+    add_max_tokens_option(parser, "words")
     parser.add_argument(
         "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
     )

@@ -19,12 +19,17 @@ import sys
 from pathlib import Path
 
 import seqtasks
-from seqtasks.cli.arguments import add_stop_option, check_outputs, device_name, positive_int
+from seqtasks.cli.arguments import (
+    add_max_tokens_option,
+    add_stop_option,
+    check_outputs,
+    device_name,
+    positive_int,
+)
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_attention
-from seqtasks.search.budget import max_tokens_option
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,12 +45,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--n-best", type=positive_int, default=1, help="K hypotheses per line")
     add_stop_option(parser)
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
-    parser.add_argument(
-        "--max-tokens",
-        type=max_tokens_option,
-        default="auto",
-        help="source tokens per batch; auto: 2000 on a CPU, by free memory on a GPU",
-    )
+    add_max_tokens_option(parser)
     parser.add_argument(
         "--max-length", type=positive_int, default=250, help="longer sources are cut"
     )

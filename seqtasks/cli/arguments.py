@@ -50,6 +50,19 @@ def text_file(text: str) -> Path:
     return path
 
 
+def add_max_tokens_option(parser: argparse.ArgumentParser, unit: str = "source tokens") -> None:
+    """`--max-tokens`: the decoding batch, "auto" (by device, `seqtasks.search.budget`) or a
+    number of `unit`."""
+    from seqtasks.search.budget import max_tokens_option  # here: it imports torch
+
+    parser.add_argument(
+        "--max-tokens",
+        type=max_tokens_option,
+        default="auto",
+        help=f"{unit} per batch; auto: 2000 on a CPU, by free memory on a GPU",
+    )
+
+
 def add_stop_option(parser: argparse.ArgumentParser) -> None:
     """`--stop`: beam search's stopping rule (`seqtasks.search.beam_search`); by default the
     model's own (`beam_stop`)."""

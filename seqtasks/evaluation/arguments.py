@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
+    add_max_tokens_option,
     add_stop_option,
     check_outputs,
     device_name,
@@ -17,7 +18,6 @@ from seqtasks.cli.arguments import (
 )
 from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES
 from seqtasks.evaluation.translation import output_paths
-from seqtasks.search.budget import max_tokens_option
 
 
 def translation_groups(args: argparse.Namespace) -> list[list[Path]]:
@@ -63,12 +63,7 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     translation.add_argument("--ref", required=True, type=text_file)
     translation.add_argument("--beam", type=positive_int, default=5)
     add_stop_option(translation)
-    translation.add_argument(
-        "--max-tokens",
-        type=max_tokens_option,
-        default="auto",
-        help="source tokens per batch; auto: 2000 on a CPU, by free memory on a GPU",
-    )
+    add_max_tokens_option(translation)
     translation.add_argument(
         "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
     )

@@ -29,7 +29,7 @@ def clip_gradients(
         task.clip_gradients(optimizer, value, algorithm)
         return
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
-    if str(getattr(algorithm, "value", algorithm)) == "value":
+    if algorithm == "value":  # a str, or Lightning's str enum
         torch.nn.utils.clip_grad_value_(parameters, value)
     else:
         torch.nn.utils.clip_grad_norm_(parameters, value)
