@@ -6,7 +6,7 @@
 
 In one process, on the CPU: the checkpoint is exported twice (`seqtasks.export`, float32 and
 int8 weights, into a temporary folder), then --src is translated by
-  A. seqtasks: `task.translate(lines, beam_size)` (batches of 2,000 source tokens, one per core);
+  A. seqtasks: `seqtasks.load(CKPT).translate(lines, beam)` (its default batches, one per core);
   B. CTranslate2, float32 weights, and
   C. CTranslate2, int8 weights, both set up as seqtasks' search (`translate_as_seqtasks`: the
      same per-sentence length limit, Wu et al.'s length penalty on its 2·beam finished
@@ -47,12 +47,13 @@ import ctranslate2  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 import torch  # noqa: E402
 
+import seqtasks  # noqa: E402
+from seqtasks.api.translator import Translator  # noqa: E402
 from seqtasks.data.text import read_lines  # noqa: E402
 from seqtasks.export.ctranslate2 import export_ctranslate2  # noqa: E402
 from seqtasks.export.ctranslate2_search import translate_as_seqtasks  # noqa: E402
-from seqtasks.io.checkpoint_files import load_task  # noqa: E402
 from seqtasks.metrics.bleu import score_corpus  # noqa: E402
-from seqtasks.tasks.translation import TranslationTask  # noqa: E402
+from seqtasks.search import SearchSettings  # noqa: E402
 
 System = Callable[[list[str]], tuple[list[str], int]]  # lines -> (translations, output subwords)
 
@@ -87,9 +88,9 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def seqtasks_system(task: TranslationTask, beam: int) -> System:
+def seqtasks_system(translator: Translator, beam: int) -> System:
     def run(lines: list[str]) -> tuple[list[str], int]:
-        best = [nbest[0] for nbest in task.translate(lines, beam_size=beam)]
+        best = translator.translate(lines, beam=beam)
         return [t.text for t in best], sum(len(t.tokens) for t in best)
 
     return run
@@ -103,11 +104,11 @@ def load_translator(folder: Path, threads: int, layout: str) -> ctranslate2.Tran
 
 
 def ctranslate2_system(
-    folder: Path, task: TranslationTask, beam: int, translator: ctranslate2.Translator
+    folder: Path, settings: SearchSettings, beam: int, translator: ctranslate2.Translator
 ) -> System:
     source = spm.SentencePieceProcessor(model_file=str(folder / "source.model"))
     target = spm.SentencePieceProcessor(model_file=str(folder / "target.model"))
-    search = (task.length_alpha, task.max_length_ratio, task.max_length_offset)
+    search = (settings.length_alpha, settings.max_length_ratio, settings.max_length_offset)
 
     def run(lines: list[str]) -> tuple[list[str], int]:
         pieces = source.encode([line.strip() for line in lines], out_type=str)
@@ -118,7 +119,7 @@ def ctranslate2_system(
 
 
 def plain_system(
-    folder: Path, task: TranslationTask, beam: int, translator: ctranslate2.Translator
+    folder: Path, settings: SearchSettings, beam: int, translator: ctranslate2.Translator
 ) -> System:
     """CTranslate2 as its users call it: batches of about 2,000 source tokens (as seqtasks'),
     its own length normalisation (score / length^α) and limits (256 subwords, at least 1)."""
@@ -129,7 +130,7 @@ def plain_system(
         results = translator.translate_batch(
             source.encode([line.strip() for line in lines], out_type=str),
             beam_size=beam,
-            length_penalty=task.length_alpha,
+            length_penalty=settings.length_alpha,
             max_batch_size=2000,
             batch_type="tokens",
         )
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     lines, references = read_lines(args.src), read_lines(args.ref)
-    task = load_task(args.checkpoint, TranslationTask, "translation")
+    translator = seqtasks.load(args.checkpoint, device="cpu", task="translation")
+    settings = translator.task.test_settings
     results: dict = {
         "checkpoint": str(args.checkpoint),
         "sentences": len(lines),
@@ -157,19 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": cpu_name(),
         "torch": torch.__version__,
         "ctranslate2": ctranslate2.__version__,
-        "length_alpha": task.length_alpha,
+        "length_alpha": settings.length_alpha,
         "systems": {},
     }
     with tempfile.TemporaryDirectory(prefix="bench-ct2-") as folder:
-        systems: dict[str, System] = {"seqtasks": seqtasks_system(task, args.beam)}
+        systems: dict[str, System] = {"seqtasks": seqtasks_system(translator, args.beam)}
         for weights in ("none", "int8"):
             start = time.perf_counter()
             out = export_ctranslate2(args.checkpoint, Path(folder) / weights, weights)
             log(f"exported {weights} in {time.perf_counter() - start:.1f} s")
             name = f"ctranslate2 {'float32' if weights == 'none' else weights}"
             loaded = load_translator(out, args.threads, args.ctranslate2_threads)
-            systems[name] = ctranslate2_system(out, task, args.beam, loaded)
-            systems[f"{name}, plain"] = plain_system(out, task, args.beam, loaded)
+            systems[name] = ctranslate2_system(out, settings, args.beam, loaded)
+            systems[f"{name}, plain"] = plain_system(out, settings, args.beam, loaded)
         reference_output = None
         for name, system in systems.items():  # the untimed first pass: BLEU and agreement
             hypotheses, _ = system(lines)

@@ -56,7 +56,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_decode import UNITS, decoding, task_name  # noqa: E402
 from gpu_train import Step, count_flops, matmul_rate, synchronize, training  # noqa: E402
-from translation import resolve  # noqa: E402
+from translation_setup import resolve  # noqa: E402
 
 from seqtasks.devices import check_device  # noqa: E402
 

@@ -18,7 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 from torch.utils.flop_counter import FlopCounterMode
-from translation import cycle_loader  # bench/translation.py: epochs reshuffled as in fit
+from translation_train import cycle_loader  # epochs reshuffled as in fit
 
 from seqtasks.data.tokenizer import PAD_ID
 from seqtasks.tasks.base import EncoderDecoderTask

@@ -5,11 +5,12 @@
 
 One process with --threads threads; the model is loaded once and warmed up on 20 sentences.
 For each beam size every sentence of --gold (its words, traces left out) is parsed through
-`ParsingTask.parse`, in length-sorted batches of at most --max-tokens padded words, exactly as
-`apps/evaluate.py parsing --checkpoint` parses them; the time covers encoding, constrained
-search and building the trees. Also reported: the F1 of those trees (EVALB, gold tags) and
-their share of malformed (repaired) outputs. Run it on an otherwise idle machine; it sets
-OMP_WAIT_POLICY=PASSIVE unless told otherwise. With --json the last line is one JSON object.
+`seqtasks.api.Parser.parse`, in length-sorted batches of at most --max-tokens padded words,
+exactly as `apps/evaluate.py parsing --checkpoint` parses them; the time covers encoding,
+constrained search and building the trees. Also reported: the F1 of those trees (EVALB, gold
+tags) and their share of malformed (repaired) outputs. Run it on an otherwise idle machine; it
+sets OMP_WAIT_POLICY=PASSIVE unless told otherwise. With --json the last line is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from seqtasks.io.checkpoint_files import CheckpointError, load_task  # noqa: E402
+import seqtasks  # noqa: E402
+from seqtasks.io.checkpoint_files import CheckpointError  # noqa: E402
 from seqtasks.metrics.parseval import score_corpus  # noqa: E402
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
-from seqtasks.tasks.parsing import ParsingTask  # noqa: E402
 from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     try:
         golds = read_treebank(args.gold)
-        model = load_task(args.checkpoint, ParsingTask, "parsing")
+        model = seqtasks.load(args.checkpoint, device="cpu", task="parsing")
     except (CheckpointError, FileNotFoundError, TreebankError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     tags = [[t for _, t in pairs] for pairs in leaves]
     n_words = sum(map(len, words))
     with inference_precision("cpu", args.precision):
-        model.parse(words[:20], beam_size=max(args.beams), max_tokens=args.max_tokens)  # warm-up
+        model.parse(words[:20], beam=max(args.beams), max_tokens=args.max_tokens)  # warm-up
     print(
         f"{args.checkpoint}: {len(words)} sentences, {n_words} words, {args.threads} threads, "
         f"precision {args.precision}"
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for beam in args.beams:
         start = time.perf_counter()
         with inference_precision("cpu", args.precision):
-            parses = model.parse(words, beam_size=beam, tags=tags, max_tokens=args.max_tokens)
+            parses = model.parse(words, beam=beam, tags=tags, max_tokens=args.max_tokens)
         seconds = time.perf_counter() - start
         f1 = score_corpus(golds, [p.tree for p in parses]).all.f1
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / len(parses)

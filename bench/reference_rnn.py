@@ -19,7 +19,7 @@ a 1280×V matmul per token); teacher forcing is always on (ratio 1.0, as seqtask
 source is `tokens + EOS` exactly as seqtasks' batches (the tutorial also prepends <sos>). With the
 same widths this gives exactly the parameter count of seqtasks' BahdanauDecoder + RNNEncoder.
 
-Interface used by bench/translation.py (one such module per decoder family):
+Interface used by bench/translation_train.py (one such module per decoder family):
     build_like(task) -> nn.Module          same sizes as the seqtasks model `task`
     make_batch(src_ids, tgt_ids, pad_id, bos_id, eos_id) -> (src, trg)  time-major LongTensors
     batch_loss(model, src, trg, label_smoothing, pad_id) -> (loss, real target tokens)
@@ -140,7 +140,7 @@ class Seq2Seq(nn.Module):
         return outputs
 
 
-# ---- the interface bench/translation.py uses ------------------------------------------------
+# ---- the interface bench/translation_train.py uses ------------------------------------------
 def build_like(task) -> Seq2Seq:
     """A reference of the same widths as the seqtasks RNNEncoder + BahdanauDecoder in `task`."""
     enc, dec = task.encoder, task.decoder

@@ -17,11 +17,11 @@ seqtasks model. Decoding uses seqtasks' batched beam search over a decoder that 
 prefix, with the seqtasks model's weights copied in: the same model and the same search, so the
 outputs must agree and the timing difference is the cache (and our layers).
 
-Interface used by bench/translation.py:
+Interface used by bench/translation_train.py and bench/translation_decode.py:
     build_like(task) -> nn.Module          same sizes as the seqtasks model `task`
     make_batch(src_ids, tgt_ids, pad_id, bos_id, eos_id) -> (src, trg)  batch-major LongTensors
     batch_loss(model, src, trg, label_smoothing, pad_id) -> (loss, real target tokens)
-    decoding_like(task) -> decode(src, src_mask, beam_size) -> list[list[Hypothesis]]
+    decoding_like(task) -> decode(src, src_mask, settings) -> list[list[Hypothesis]]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
-from seqtasks.search import beam_search
+from seqtasks.search import SearchSettings, beam_search
 from seqtasks.search.hypothesis import max_lengths
 
 SUMMARY = (
@@ -96,7 +96,7 @@ class Seq2SeqTransformer(nn.Module):
         return self.decode(tgt, memory, src_padding_mask, tgt == pad_id)
 
 
-# ---- the interface bench/translation.py uses ------------------------------------------------
+# ---- the interface the translation benches use --------------------------------------------
 def build_like(task) -> Seq2SeqTransformer:
     """A reference of the same sizes as the seqtasks TransformerEncoder + TransformerDecoder."""
     enc, dec = task.encoder, task.decoder
@@ -213,10 +213,11 @@ def decoding_like(task):
     decoder = PrefixRerunDecoder(reference)
 
     @torch.no_grad()
-    def decode(src: Tensor, src_mask: Tensor, beam_size: int):
+    def decode(src: Tensor, src_mask: Tensor, settings: SearchSettings):
         states = reference.encode(src, ~src_mask)
         memory = Memory(states=states, mask=src_mask, summary=states.mean(1))
-        limit = max_lengths(memory, task.max_length_ratio, task.max_length_offset)
-        return beam_search(decoder, memory, BOS_ID, EOS_ID, limit, beam_size, task.length_alpha)
+        limit = max_lengths(memory, settings.max_length_ratio, settings.max_length_offset)
+        return beam_search(decoder, memory, BOS_ID, EOS_ID, limit, settings.beam,
+                           settings.length_alpha, stop=settings.stop)  # fmt: skip
 
     return decode

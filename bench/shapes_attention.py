@@ -3,7 +3,9 @@ lies on the named shape) at the shape word, as `apps/evaluate.py` scores it, and
 before it: the colour word (−1) and the article (−2).
 
     python bench/shapes_attention.py --checkpoint CKPT [--source data/shapes] [--split test]
-        [--images 200] [--beam 3] [--threads 1] [--json]
+        [--images 200] [--beam B] [--threads 1] [--json]
+
+`--beam`: the checkpoint's `test_beam` unless given.
 
 A decoder can fetch a shape's annotation while it writes "a" or the colour and carry it in its
 state to the shape word; the hit rate at the shape word alone then understates how well it
@@ -23,11 +25,10 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
+import seqtasks  # noqa: E402
 from seqtasks.data.captions import load_image  # noqa: E402
 from seqtasks.data.shapes import Scene  # noqa: E402
-from seqtasks.io.checkpoint_files import load_task  # noqa: E402
 from seqtasks.metrics.shapes import attention_hits, read_caption  # noqa: E402
-from seqtasks.tasks import CaptioningTask  # noqa: E402
 
 SHIFTS = {"shape word": 0, "colour word (-1)": -1, "article (-2)": -2}
 
@@ -38,21 +39,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--source", default="data/shapes", type=Path)
     p.add_argument("--split", default="test")
     p.add_argument("--images", type=int, default=200)
-    p.add_argument("--beam", type=int, default=3)
+    p.add_argument("--beam", type=int)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    task = load_task(args.checkpoint, CaptioningTask, "captioning")
+    model = seqtasks.load(args.checkpoint, device="cpu", task="captioning")
     scenes = json.loads((args.source / "scenes.json").read_text())
     names = json.loads((args.source / "splits.json").read_text())[args.split][: args.images]
     counts = {name: [0, 0] for name in SHIFTS}  # hits, mentions
     for start in range(0, len(names), 50):
         chunk = names[start : start + 50]
         paths = [args.source / "images" / name for name in chunk]
-        images = torch.stack([load_image(path, task.image_size) for path in paths])
-        with torch.no_grad():
-            captions = task.caption(images, beam_size=args.beam, return_attention=True)
+        images = torch.stack([load_image(path, model.image_size) for path in paths])
+        captions = model.caption(images, beam=args.beam, attention=True, batch_size=len(images))
         for name, caption in zip(chunk, captions):
             scene = Scene.from_dict(scenes[name])
             reading = read_caption(caption.words, scene)

@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from translation import build_from_config  # noqa: E402
+from translation_setup import build_from_config  # noqa: E402
 
 from seqtasks.data.tokenizer import PAD_ID  # noqa: E402
 

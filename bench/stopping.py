@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> dict:
             "decoder_rows": work[stop],
             "rows_per_output_token": work[stop] / (tokens + len(sources)),
             "sentences_per_s": statistics.median(len(sources) / s for s in seconds[stop]),
-            "tokens_per_s": {"min": speeds[0], "median": statistics.median(speeds),
-                             "max": speeds[-1]},  # fmt: skip
+            "tokens_per_s": {
+                "min": speeds[0],
+                "median": statistics.median(speeds),
+                "max": speeds[-1],
+            },  # fmt: skip
             "output_tokens": tokens,
             "bleu": sacrebleu.corpus_bleu(texts, [references]).score,
             "differ_from_exact": differ,

@@ -1,5 +1,6 @@
-"""bench/streaming.py end to end on a toy corpus: preparation speed and the shards-against-memory
-comparison of training throughput."""
+"""The streaming benches end to end on a toy corpus: preparation speed
+(bench/streaming_prepare.py) and the shards-against-memory comparison of training throughput
+(bench/streaming_speed.py, which runs bench/streaming_memory.py's `train`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,6 @@ import json
 
 import pytest
 from conftest import load_script, write_toy_corpus
-
-
-@pytest.fixture(scope="module")
-def streaming():
-    return load_script("bench/streaming.py")
 
 
 @pytest.fixture(scope="module")
@@ -25,32 +21,29 @@ def corpus(multi30k_lines, toy_tokenizers, tmp_path_factory):
     return write_toy_corpus(tmp_path_factory.mktemp("corpus"), toy_tokenizers, splits)
 
 
-def test_preparation_speed_comes_from_the_unrounded_rate(streaming):
+def test_preparation_speed_comes_from_the_unrounded_rate():
     """data_prep/shards.py prints seconds to 0.1 s: a small corpus reads "0.0 s", which the
     bench divided by. The rate it prints beside them was computed from the exact time."""
+    speed = load_script("bench/streaming_prepare.py").preparation_speed
     stdout = "60 lines: 60 pairs in 1 shards; …\nwrote /x in 0.0 s (4,000 lines/s)\n"
-    assert streaming.preparation_speed(stdout, 60) == (0.015, 4000.0)
+    assert speed(stdout, 60) == (0.015, 4000.0)
     stdout = "wrote /x in 32.1 s (62,400 lines/s)\n"
-    assert streaming.preparation_speed(stdout, 2_000_000) == (2_000_000 / 62_400, 62_400.0)
-    assert streaming.preparation_speed("wrote /x in 0.0 s (0 lines/s)\n", 0) == (0.0, 0.0)
+    assert speed(stdout, 2_000_000) == (2_000_000 / 62_400, 62_400.0)
+    assert speed("wrote /x in 0.0 s (0 lines/s)\n", 0) == (0.0, 0.0)
 
 
 @pytest.mark.slow
-def test_prepare_a_small_corpus(streaming, corpus, capsys):
-    result = streaming.main(["prepare", "--corpus", str(corpus), "--json"])
-    run = result["threads=1"]
+def test_prepare_then_compare_both_paths_on_the_same_batches(corpus, tmp_path, capsys):
+    prepared = load_script("bench/streaming_prepare.py").main(["--corpus", str(corpus), "--json"])
+    run = prepared["threads=1"]
     assert (run["lines"], run["pairs"], run["shards"]) == (60, 60, 1)
     assert run["lines_per_s"] > 0 and 0 < run["seconds"] < run["wall_s"]
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == result
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == prepared
 
-
-@pytest.mark.slow
-def test_compare_trains_both_paths_on_the_same_batches(streaming, corpus, tmp_path, capsys):
     shard_dir = tmp_path / "shards"
-    streaming.main(["prepare", "--corpus", str(corpus), "--json"])
     (corpus / "shards").rename(shard_dir)
-    result = streaming.main(
-        ["compare", "--data", str(corpus), "--shard-dir", str(shard_dir)]
+    result = load_script("bench/streaming_speed.py").main(
+        ["--data", str(corpus), "--shard-dir", str(shard_dir)]
         + ["--rounds", "1", "--steps", "2", "--warmup", "1", "--max-tokens", "300"]
         + ["--threads", "1", "--json"]
     )
