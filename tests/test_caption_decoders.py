@@ -8,6 +8,7 @@ import functools
 import pytest
 import torch
 
+from seqtasks.attention import MultiHeadAttention
 from seqtasks.attention.scores import GeneralAttention
 from seqtasks.decoders import HardAttentionDecoder, ShowTellDecoder, SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder
@@ -20,6 +21,9 @@ SIZES = dict(embed_dim=8, hidden_size=12, dropout=0.3)
 DECODERS = {
     "soft": functools.partial(SoftAttentionDecoder, **SIZES),
     "soft-general": functools.partial(SoftAttentionDecoder, attention=GeneralAttention, **SIZES),
+    "soft-multi-head": functools.partial(
+        SoftAttentionDecoder, attention=functools.partial(MultiHeadAttention, heads=3), **SIZES
+    ),
     "hard-expectation": functools.partial(HardAttentionDecoder, **SIZES),
     "hard-argmax": functools.partial(HardAttentionDecoder, test_context="argmax", **SIZES),
     "show-tell": functools.partial(ShowTellDecoder, **SIZES),
@@ -68,6 +72,13 @@ def test_step_by_step_equals_teacher_forcing(name):
     else:
         torch.testing.assert_close(output.attention, weights, atol=1e-6, rtol=1e-5)
         torch.testing.assert_close(output.attention.sum(-1), torch.ones(B, T))
+
+
+def test_hard_attention_refuses_an_attention_whose_context_is_no_annotation():
+    """A sampled location's context is that annotation, which multi-head attention (projected
+    values, then W^O) has no counterpart of."""
+    with pytest.raises(ValueError, match="HardAttentionDecoder samples one annotation"):
+        HardAttentionDecoder(VOCAB, D, attention=MultiHeadAttention, **SIZES)
 
 
 def test_hard_attention_samples_in_training_and_steps_the_same_way():

@@ -9,8 +9,15 @@ import pytest
 import torch
 from test_matrix import DECODERS, tiny
 
+from seqtasks.attention import MultiHeadAttention
 from seqtasks.data.tokenizer import BOS_ID, PAD_ID
-from seqtasks.decoders import ShowTellDecoder, TransformerDecoder
+from seqtasks.decoders import (
+    BahdanauDecoder,
+    LuongDecoder,
+    ShowTellDecoder,
+    SoftAttentionDecoder,
+    TransformerDecoder,
+)
 from seqtasks.encoders import PatchEncoder, RNNEncoder
 from seqtasks.layers.memory import Memory, lengths_to_mask
 from seqtasks.tasks import CaptioningTask, TranslationTask
@@ -31,23 +38,33 @@ def build(decoder_class: type):
     return decoder_class(V, D, **tiny(decoder_class)).eval()
 
 
+# Every decoder as the matrix builds it, and the recurrent ones with multi-head attention.
+MULTI_HEAD = functools.partial(MultiHeadAttention, heads=2)
+PARTS = {cls.__name__: functools.partial(cls, **tiny(cls)) for cls in DECODERS} | {
+    f"{cls.__name__}-MultiHeadAttention": functools.partial(cls, **tiny(cls), attention=MULTI_HEAD)
+    for cls in (BahdanauDecoder, LuongDecoder, SoftAttentionDecoder)
+}
+
 TARGETS = torch.tensor([[BOS_ID, 5, 6, 7], [BOS_ID, 8, 9, PAD_ID], [BOS_ID, 4, PAD_ID, PAD_ID]])
 
 
-@pytest.mark.parametrize("decoder_class", DECODERS, ids=lambda c: c.__name__)
-def test_attention_has_one_shape_for_every_decoder(decoder_class):
-    decoder, m = build(decoder_class), memory()
+@pytest.mark.parametrize("name", PARTS)
+def test_attention_has_one_shape_for_every_decoder(name):
+    torch.manual_seed(0)
+    decoder, m = PARTS[name](V, D).eval(), memory()
     with torch.no_grad():
         output = decoder(m, TARGETS, need_attention=True)
         heads = decoder(m, TARGETS, need_attention=True, per_head=True).attention
-    if not decoder_class.gives_attention:
+    if not decoder.gives_attention:
         assert output.attention is None and heads is None
         return
     alpha = output.attention
     assert alpha.shape == (B, T, S)
     assert torch.allclose(alpha.sum(-1), torch.ones(B, T), atol=1e-5)
     assert (alpha.masked_select(~m.mask[:, None, :].expand(B, T, S)) == 0).all()
-    assert heads.dim() == 4 and heads.shape[0] == B and heads.shape[2:] == (T, S)
+    transformer = isinstance(decoder, TransformerDecoder)
+    attention = decoder.layers[-1].cross_attention if transformer else decoder.attention
+    assert heads.shape == (B, attention.heads, T, S)
     assert torch.allclose(heads.mean(1), alpha, atol=1e-6)
     # step by step, each row's attention is the teacher-forced one
     state = decoder.start(m)

@@ -7,6 +7,7 @@ import functools
 import pytest
 import torch
 
+from seqtasks.attention import MultiHeadAttention
 from seqtasks.attention.scores import (
     AdditiveAttention,
     DotAttention,
@@ -54,6 +55,29 @@ for _feed in (True, False):
 DECODERS["luong-dot-2layers"] = functools.partial(
     LuongDecoder, embed_dim=8, hidden_size=HID, attention=DotAttention, num_layers=2
 )
+# Multi-head attention in the recurrent decoders: a context 12 wide (the state's), not MEM.
+MULTI_HEAD = functools.partial(MultiHeadAttention, heads=4)
+for _cell in ("gru", "lstm"):
+    DECODERS[f"bahdanau-MultiHeadAttention-{_cell}-1"] = functools.partial(
+        BahdanauDecoder,
+        embed_dim=8,
+        hidden_size=12,
+        readout_dim=8,
+        attention=MULTI_HEAD,
+        cell=_cell,
+        dropout=0.3,
+    )
+for _feed in (True, False):
+    DECODERS[f"luong-MultiHeadAttention-feed{_feed}-gru-2layers"] = functools.partial(
+        LuongDecoder,
+        embed_dim=8,
+        hidden_size=12,
+        attention=MULTI_HEAD,
+        cell="gru",
+        input_feeding=_feed,
+        num_layers=2,
+        dropout=0.3,
+    )
 for _cell in ("gru", "lstm"):
     for _layers in (1, 2):
         DECODERS[f"plain-{_cell}-{_layers}"] = functools.partial(
@@ -81,6 +105,9 @@ for _norm in ("post", "pre", "resi_dual"):
         )
 DECODERS["transformer-learned-positions"] = functools.partial(
     TransformerDecoder, d_model=16, num_heads=2, num_layers=1, ff_dim=32, positions="learned"
+)
+DECODERS["transformer-GeneralAttention-cross"] = functools.partial(
+    TransformerDecoder, d_model=MEM, num_heads=2, num_layers=2, cross_attention=GeneralAttention
 )
 
 ATTENTIVE = [name for name in DECODERS if not name.startswith("plain")]
@@ -137,6 +164,36 @@ def test_teacher_forcing_equals_stepwise_decoding(name):
     else:
         assert output.attention.shape == (B, T, S)
         torch.testing.assert_close(output.attention, weights, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_an_rnn_decoder_with_multi_head_attention_trains_and_steps_as_it_teacher_forces(cell):
+    """One optimiser step on a batch lowers its loss, reaches every attention parameter, and
+    the trained decoder still decodes step by step as it teacher-forces, per head too."""
+    decoder = make_decoder(f"bahdanau-MultiHeadAttention-{cell}-1")
+    memory, tgt_in = random_memory(), target_inputs()
+    targets = torch.roll(tgt_in, -1, dims=1)
+
+    def loss() -> torch.Tensor:
+        logits = decoder(memory, tgt_in).logits
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    optimiser = torch.optim.SGD(decoder.parameters(), lr=0.5)
+    with torch.no_grad():
+        before = loss()
+    decoder.train()
+    loss().backward()
+    for name, p in decoder.attention.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    optimiser.step()
+    decoder.eval()
+    with torch.no_grad():
+        assert loss() < before
+        output = decoder(memory, tgt_in, per_head=True)
+        logits, weights = run_steps(decoder, memory, tgt_in)
+    torch.testing.assert_close(output.logits, logits, atol=1e-5, rtol=1e-5)
+    assert output.attention.shape == (B, 4, T, S)
+    torch.testing.assert_close(output.attention.mean(1), weights, atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ATTENTIVE)
@@ -338,6 +395,9 @@ def decoder_factories():
         "luong": functools.partial(LuongDecoder, embed_dim=8, hidden_size=12),
         "luong-dot": functools.partial(
             LuongDecoder, embed_dim=8, hidden_size=16, attention=DotAttention
+        ),
+        "bahdanau-multi-head": functools.partial(
+            BahdanauDecoder, embed_dim=8, hidden_size=12, readout_dim=8, attention=MULTI_HEAD
         ),
         "plain": functools.partial(NoAttentionDecoder, embed_dim=8, hidden_size=12, readout_dim=8),
         "transformer": functools.partial(

@@ -1,6 +1,7 @@
 """Linear attention (Katharopoulos et al. 2020): its parallel and recurrent forms against each
-other and against eq. 5 written out position by position, and the Transformer with
-`self_attention: linear` through the decoder contract."""
+other and against eq. 5 written out position by position, the Transformer with
+`self_attention: LinearSelfAttention` through the decoder contract, and the older string form
+`self_attention: linear` still read, as checkpoints hold it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import torch
 import torch.nn.functional as F
 
 from seqtasks.attention.linear import LinearSelfAttention
+from seqtasks.attention.multihead import SelfAttention
 from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
 from seqtasks.layers.memory import Memory
 from seqtasks.search import beam_search
+from seqtasks.tasks import TranslationTask
 
 D, H = 16, 2
 
@@ -81,8 +84,8 @@ def test_recurrent_form_equals_the_parallel_form_with_reordered_rows(attention):
 def test_a_linear_transformer_decodes_step_by_step_as_it_teacher_forces():
     torch.manual_seed(0)
     settings = dict(d_model=D, num_heads=H, num_layers=2, ff_dim=32, dropout=0.0)
-    encoder = TransformerEncoder(40, self_attention="linear", **settings).eval()
-    decoder = TransformerDecoder(30, D, self_attention="linear", **settings).eval()
+    encoder = TransformerEncoder(40, self_attention=LinearSelfAttention, **settings).eval()
+    decoder = TransformerDecoder(30, D, self_attention=LinearSelfAttention, **settings).eval()
     src = torch.randint(4, 40, (2, 7))
     mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
     memory: Memory = encoder(src, mask)
@@ -100,3 +103,30 @@ def test_a_linear_transformer_decodes_step_by_step_as_it_teacher_forces():
 def test_an_unknown_self_attention_is_refused_by_name():
     with pytest.raises(ValueError, match="self_attention must be 'softmax' or 'linear'"):
         TransformerDecoder(30, D, d_model=D, num_heads=H, self_attention="performer")
+
+
+@pytest.mark.parametrize(
+    "name, chosen", [("softmax", SelfAttention), ("linear", LinearSelfAttention)]
+)
+def test_checkpoint_hparams_with_the_string_form_still_build(name, chosen):
+    """Hyperparameters saved as `self_attention: softmax | linear` go through jsonargparse, as
+    Lightning's `load_from_checkpoint` sends them, to the class the name stood for."""
+    from lightning.pytorch.cli import instantiate_module
+
+    settings = {"d_model": D, "num_heads": H, "num_layers": 1, "ff_dim": 16}
+    hparams = {
+        "_class_path": "seqtasks.tasks.TranslationTask",
+        "encoder": {
+            "class_path": "seqtasks.encoders.TransformerEncoder",
+            "init_args": {**settings, "self_attention": name},
+        },
+        "decoder": {
+            "class_path": "seqtasks.decoders.TransformerDecoder",
+            "init_args": {**settings, "self_attention": name},
+        },
+        "src_vocab_size": 20,
+        "tgt_vocab_size": 20,
+    }
+    task = instantiate_module(TranslationTask, hparams)
+    for part in (task.encoder, task.decoder):
+        assert type(part.layers[0].self_attention) is chosen

@@ -13,7 +13,8 @@ Dimensions (tiny on purpose):
         images: a 2 × 3 grid of L = 6 cells, no padding
     D = 6 annotation width (7 in the attention tests, so no width can stand in for another)
     T = 3 target positions, V = 9 target vocabulary
-    E = 5 embedding width, H = 6 decoder state width (equal to D, for dot attention)
+    E = 5 embedding width, H = 6 decoder state width (equal to D, for dot attention; 4 with
+        multi-head attention, whose context is then 4 wide)
     A = 4 hidden width of additive attention, L = 3 maxout units (pools of 2)
     Transformer: d = 8 model width, 2 heads of d_k = 4, F = 12 feed-forward units, 2 layers
 """
@@ -30,13 +31,13 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention.multihead import CrossAttention, SelfAttention
+from seqtasks.attention.multihead import MultiHeadAttention, SelfAttention
 from seqtasks.attention.scores import (
     AdditiveAttention,
-    Attention,
     DotAttention,
     GeneralAttention,
     ScaledDotAttention,
+    ScoredAttention,
 )
 from seqtasks.decoders import (
     BahdanauDecoder,
@@ -222,7 +223,7 @@ def scaled_dot_score(attention: ScaledDotAttention, s: Tensor, h: Tensor) -> flo
     return dot_score(attention, s, h) / math.sqrt(s.numel())
 
 
-SCORES: dict[type, Callable[[Attention, Tensor, Tensor], float]] = {
+SCORES: dict[type, Callable[[ScoredAttention, Tensor, Tensor], float]] = {
     AdditiveAttention: additive_score,
     DotAttention: dot_score,
     GeneralAttention: general_score,
@@ -230,11 +231,18 @@ SCORES: dict[type, Callable[[Attention, Tensor, Tensor], float]] = {
 }
 
 
-def attend(attention: Attention, query: Tensor, source: Source) -> tuple[Tensor, Tensor]:
+def attend(
+    attention: ScoredAttention | MultiHeadAttention, query: Tensor, source: Source
+) -> tuple[Tensor, Tensor]:
     """α_j = softmax_j(score(query, h_j)) over the real positions j < length (α_j = 0 on the
-    padding), c = Σ_j α_j h_j. Returns c (D,) and α (S,)."""
-    score = SCORES[type(attention)]
+    padding), c = Σ_j α_j h_j. Returns c (D,) and α (S,). Multi-head attention: its output
+    W_O MultiHead(q, k_j, v_j) (`cross_attention`, below) and α averaged over heads."""
     real = range(source.length)
+    if isinstance(attention, MultiHeadAttention):
+        memory = [source.annotations[j] for j in real]
+        (context,), (alpha,) = cross_attention(attention, [query], memory)
+        return context, padded(alpha, source)
+    score = SCORES[type(attention)]
     alpha = softmax([score(attention, query, source.annotations[j]) for j in real])
     context = sum(a * source.annotations[j] for j, a in zip(real, alpha, strict=True))
     return context, padded(alpha, source)
@@ -265,7 +273,8 @@ def bahdanau_reference(decoder: BahdanauDecoder, source: Source, tokens: list[in
     authors' GroundHog code read s_{i−1} there.
     """
     readout = decoder.readout
-    U_o, V_o, C_o = readout.hidden.weight.split([H, E, D], dim=1)
+    widths = [decoder.rnn.hidden_size, E, decoder.attention.out_dim]  # [s_i; E y_{i−1}; c_i]
+    U_o, V_o, C_o = readout.hidden.weight.split(widths, dim=1)
     layers = initial_state(decoder, source.summary)
     logits, alphas = [], []
     for y in tokens:
@@ -285,9 +294,10 @@ def luong_reference(decoder: LuongDecoder, source: Source, tokens: list[int]) ->
     α_ij = softmax_j score(h_i, h̄_j)      c_i = Σ_j α_ij h̄_j
     h̃_i = tanh(W_c [c_i; h_i])      logits_i = W_s h̃_i + b_s
     """
-    W_cc, W_ch = decoder.combine.weight.split([D, H], dim=1)
+    hidden = decoder.rnn.hidden_size
+    W_cc, W_ch = decoder.combine.weight.split([decoder.attention.out_dim, hidden], dim=1)
     layers = initial_state(decoder, source.summary)
-    h_tilde = torch.zeros(H, dtype=F64)
+    h_tilde = torch.zeros(hidden, dtype=F64)
     logits, alphas = [], []
     for y in tokens:
         embedded = decoder.embedding.weight[y]
@@ -398,7 +408,7 @@ def self_attention(module: SelfAttention, xs: list[Tensor]) -> list[Tensor]:
 
 
 def cross_attention(
-    module: CrossAttention, xs: list[Tensor], memory: list[Tensor]
+    module: MultiHeadAttention, xs: list[Tensor], memory: list[Tensor]
 ) -> tuple[list[Tensor], list[list[float]]]:
     """Every position attends to the real memory positions: W_O MultiHead(q_t, k_j, v_j).
     Returns the outputs and, per position, α averaged over heads."""
@@ -456,7 +466,7 @@ def transformer_reference(
             duals = [a + y for a, y in zip(duals, ys, strict=True)]
         xs = [layer_norm(ln, x + y) for x, y in zip(xs, ys, strict=True)]
 
-    def cross(module: CrossAttention, inputs: list[Tensor]) -> list[Tensor]:
+    def cross(module: MultiHeadAttention, inputs: list[Tensor]) -> list[Tensor]:
         nonlocal alphas
         outs, alphas = cross_attention(module, inputs, memory)
         return outs
@@ -482,7 +492,7 @@ def transformer_reference(
 
 # ---- the tests -------------------------------------------------------------------------------
 
-ATTENTIONS: dict[str, tuple[Callable[[int, int], Attention], int, int]] = {
+ATTENTIONS: dict[str, tuple[Callable[[int, int], ScoredAttention], int, int]] = {
     "additive": (partial(AdditiveAttention, attention_dim=A), H, D + 1),
     "general": (GeneralAttention, H, D + 1),
     "dot": (DotAttention, D, D),
@@ -500,9 +510,9 @@ def test_attention_matches_reference(name: str) -> None:
     query = torch.randn(B, T, query_dim, generator=g, dtype=F64)
     values = torch.randn(B, S, memory_dim, generator=g, dtype=F64)
     mask = lengths_to_mask(torch.tensor(LENGTHS), S)
-    keys = attention.project_keys(values)
-    scores = attention.score(query, keys)
-    context, weights = attention(query, keys, values, mask)
+    projected = attention.project_memory(values, mask)
+    scores = attention.score(query, projected.keys)
+    context, weights = attention(query, projected)
     score = SCORES[type(attention)]
     for b, length in enumerate(LENGTHS):
         source = Source(values[b], length, values[b].mean(0), None)
@@ -526,6 +536,8 @@ class Case:
 RNN = dict(embed_dim=E, hidden_size=H)
 MAXOUT = dict(RNN, readout_dim=L)
 ADDITIVE = partial(AdditiveAttention, attention_dim=A)
+MULTI_HEAD = partial(MultiHeadAttention, heads=2)
+NARROW = dict(embed_dim=E, hidden_size=4)  # a multi-head context, 4 wide, is not D wide
 GRID = (2, 3)
 TRANSFORMER = dict(d_model=8, num_heads=2, num_layers=2, ff_dim=12)
 
@@ -555,6 +567,17 @@ CASES = {
     "luong-scaled-dot": Case(
         partial(LuongDecoder, attention=ScaledDotAttention, **RNN), luong_reference
     ),
+    "bahdanau-multi-head-gru": Case(
+        partial(BahdanauDecoder, attention=MULTI_HEAD, readout_dim=L, **NARROW),
+        bahdanau_reference,
+    ),
+    "luong-multi-head": Case(
+        partial(LuongDecoder, attention=MULTI_HEAD, **NARROW), luong_reference
+    ),
+    "luong-multi-head-gru-no-feeding": Case(
+        partial(LuongDecoder, attention=MULTI_HEAD, cell="gru", input_feeding=False, **NARROW),
+        luong_reference,
+    ),
     "no-attention": Case(partial(NoAttentionDecoder, **MAXOUT), no_attention_reference),
     "no-attention-lstm-2layers": Case(
         partial(NoAttentionDecoder, cell="lstm", num_layers=2, **MAXOUT), no_attention_reference
@@ -568,6 +591,11 @@ CASES = {
     "hard-attention-argmax": Case(
         partial(HardAttentionDecoder, attention=ADDITIVE, test_context="argmax", **RNN),
         partial(show_attend_tell_reference, test_context="argmax"),
+        GRID,
+    ),
+    "soft-attention-multi-head": Case(
+        partial(SoftAttentionDecoder, attention=MULTI_HEAD, **NARROW),
+        show_attend_tell_reference,
         GRID,
     ),
     "show-tell": Case(partial(ShowTellDecoder, **RNN), show_tell_reference, GRID),

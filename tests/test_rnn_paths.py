@@ -25,6 +25,7 @@ import torch
 import yaml
 from torch import Tensor, nn
 
+from seqtasks.attention import MultiHeadAttention
 from seqtasks.attention.scores import AdditiveAttention, DotAttention, GeneralAttention
 from seqtasks.decoders import (
     BahdanauDecoder,
@@ -40,6 +41,7 @@ from seqtasks.layers.recurrent import CellStack, Hidden, layer_weights, recur, t
 
 B, S, D, T, V, E, H = 3, 5, 7, 6, 11, 4, 6
 SIZES = dict(embed_dim=E, hidden_size=H)
+MULTI_HEAD = partial(MultiHeadAttention, heads=2)
 
 
 def memory(seed: int = 0) -> Memory:
@@ -93,6 +95,9 @@ WHOLE_SEQUENCE = {
 WHOLE_SEQUENCE["luong-no-feeding-additive"] = partial(
     LuongDecoder, input_feeding=False, attention=AdditiveAttention, **SIZES
 )
+WHOLE_SEQUENCE["luong-no-feeding-multi-head"] = partial(
+    LuongDecoder, input_feeding=False, attention=MULTI_HEAD, **SIZES
+)
 WHOLE_SEQUENCE["show-tell"] = partial(ShowTellDecoder, **SIZES)
 
 
@@ -140,9 +145,10 @@ def reference_rnn_step(rnn: nn.LSTM | nn.GRU, x: Tensor, hidden: Hidden) -> tupl
 
 
 def attend(decoder: nn.Module, query: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
-    """(B, H) query -> context (B, D) over the annotations themselves, weights (B, S)."""
-    keys = decoder.attention.project_keys(memory.states)
-    context, weights = decoder.attention(query[:, None], keys, memory.states, memory.mask)
+    """(B, H) query -> context (B, D) over the annotations themselves (for a score function;
+    multi-head attention's is H wide), weights (B, S)."""
+    projected = decoder.attention.project_memory(memory.states, memory.mask)
+    context, weights = decoder.attention(query[:, None], projected)
     return context[:, 0], weights[:, 0]
 
 
@@ -179,7 +185,7 @@ def reference_bahdanau(decoder: BahdanauDecoder, memory: Memory, tgt_in: Tensor)
 
 def reference_soft(decoder: SoftAttentionDecoder, memory: Memory, tgt_in: Tensor):
     """ẑ_t = σ(f_β(h_{t−1})) Σ_i α_ti a_i from h_{t−1}, then the LSTM on [E y_{t−1}; ẑ_t]."""
-    state = decoder.start(memory)  # for hard attention's `glimpse`: keys, values, sampling
+    state = decoder.start(memory)  # for hard attention's `glimpse`: memory, sampling
     hidden = decoder.initial_hidden(memory.summary)
     embedded = decoder.embedding(tgt_in)
     hs, zs, alphas = [], [], []
@@ -202,6 +208,9 @@ FEEDBACK = {
     "bahdanau-lstm-1": partial(BahdanauDecoder, cell="lstm", readout_dim=4, **SIZES),
     "soft": partial(SoftAttentionDecoder, **SIZES),
     "hard": partial(HardAttentionDecoder, **SIZES),
+    "luong-multi-head": partial(LuongDecoder, attention=MULTI_HEAD, **SIZES),
+    "bahdanau-multi-head": partial(BahdanauDecoder, attention=MULTI_HEAD, readout_dim=4, **SIZES),
+    "soft-multi-head": partial(SoftAttentionDecoder, attention=MULTI_HEAD, **SIZES),
 }
 REFERENCES = {  # hard attention is soft attention with another `glimpse`
     LuongDecoder: reference_luong,
@@ -226,7 +235,7 @@ def test_feedback_loop_equals_the_loop_it_replaced(name: str, mode: str) -> None
 def test_luong_attention_reads_annotations_projected_once() -> None:
     """The state's values are W_cc h̄_j (H wide): W_c [c; h] = W_cc c + W_ch h."""
     decoder = build(FEEDBACK["luong-lstm-3"], "eval")
-    values = decoder.start(memory()).values  # (B, S, H)
+    values = decoder.start(memory()).memory.values  # (B, S, H)
     torch.testing.assert_close(values, memory().states @ decoder.combine.weight[:, :D].T)
 
 

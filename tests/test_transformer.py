@@ -4,6 +4,7 @@ every residual placement learns, and the schedule, dropout and embedding sharing
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -385,3 +386,34 @@ def test_vocab_multiple_rounds_the_table_up_and_zeroes_the_extra_rows(multiple, 
     assert table[VOCAB:].abs().sum() == 0 and table[PAD_ID].abs().sum() == 0
     with pytest.raises(ValueError, match="vocab_multiple"):
         TransformerEncoder(VOCAB, d_model=16, num_heads=4, vocab_multiple=0)
+
+
+def test_cross_attention_is_chosen_apart_from_the_self_attention():
+    """`cross_attention` built as `cross_attention(d_model, memory_dim)`, its heads its own;
+    one whose context is not d_model wide is refused by name; and CTranslate2's export, whose
+    Transformer has one head count and multi-head cross-attention only, refuses both."""
+    from types import SimpleNamespace
+
+    from seqtasks.attention import GeneralAttention, MultiHeadAttention
+    from seqtasks.export.ctranslate2 import refusal
+
+    encoder, _ = small_model()
+    sizes = dict(d_model=16, num_heads=4, num_layers=2, ff_dim=32)
+    eight = TransformerDecoder(
+        VOCAB, 16, cross_attention=partial(MultiHeadAttention, heads=8), **sizes
+    )
+    assert [layer.cross_attention.heads for layer in eight.layers] == [8, 8]
+    assert [layer.self_attention.heads for layer in eight.layers] == [4, 4]
+    src, mask = padded_sources()
+    tgt_in = torch.tensor([[BOS_ID, 5, 6]] * B)
+    heads = eight.eval()(encoder(src, mask), tgt_in, need_attention=True, per_head=True).attention
+    assert heads.shape == (B, 8, 3, S)
+    with pytest.raises(ValueError, match="cross_attention GeneralAttention gives contexts 12 wide"):
+        TransformerDecoder(VOCAB, 12, cross_attention=GeneralAttention, **sizes)
+    general = TransformerDecoder(VOCAB, 16, cross_attention=GeneralAttention, **sizes)
+    for decoder, named in (
+        (eight, "MultiHeadAttention with 8 heads"),
+        (general, "GeneralAttention"),
+    ):
+        why = refusal(SimpleNamespace(encoder=encoder, decoder=decoder))
+        assert why.startswith(f"its decoder's cross_attention is a {named}"), why

@@ -29,8 +29,9 @@ def feature_map(x: Tensor) -> Tensor:
 
 class LinearSelfAttention(SelfAttention):
     """Multi-head self-attention with the linear kernel φ(q)·φ(k); `SelfAttention`'s
-    parameters (one fused Q/K/V projection, one output projection), so either can be chosen by
-    a setting. Its `dropout` goes unused: there is no matrix of weights to drop from."""
+    parameters (one fused Q/K/V projection, one output projection), so either can be the
+    Transformer's `self_attention` (YAML: `{class_path: seqtasks.attention.LinearSelfAttention}`).
+    Its `dropout` goes unused: there is no matrix of weights to drop from."""
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(B, T, D) -> φ(q), φ(k), v, each (B, H, T, D/H)."""
@@ -79,9 +80,10 @@ class LinearSelfAttention(SelfAttention):
         return self.out(merge_heads(context)), memory, normaliser
 
 
-def self_attention_class(kind: str) -> type[SelfAttention]:
-    """The self-attention module a Transformer setting names: "softmax" or "linear"."""
-    kinds = {"softmax": SelfAttention, "linear": LinearSelfAttention}
-    if kind not in kinds:
-        raise ValueError(f"self_attention must be 'softmax' or 'linear', got {kind!r}")
-    return kinds[kind]
+def named_self_attention(name: str) -> type[SelfAttention]:
+    """The class that the older string setting names, `self_attention: softmax | linear` (as
+    configs and checkpoints written before the `class_path` form hold it)."""
+    names = {"softmax": SelfAttention, "linear": LinearSelfAttention}
+    if name not in names:
+        raise ValueError(f"self_attention must be 'softmax' or 'linear', got {name!r}")
+    return names[name]

@@ -1,6 +1,8 @@
-"""Multi-head attention of the Transformer (Vaswani et al. 2017, §3.2.2), self and cross.
+"""Multi-head attention of the Transformer (Vaswani et al. 2017, §3.2.2): self-attention over
+a sequence's own positions (`SelfAttention`, with the key/value cache of incremental decoding)
+and attention over a source (`MultiHeadAttention`, the attention contract of `base.py`).
 
-It runs on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU); attention weights
+Both run on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU); attention weights
 are computed explicitly only where they are asked for (the attention loss terms, plots,
 search).
 """
@@ -8,10 +10,13 @@ search).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from seqtasks.attention.base import Attention, AttentionMemory
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -33,7 +38,9 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused Q/K/V projection (§3.2.2).
+    """Multi-head self-attention with one fused Q/K/V projection (§3.2.2), softmax-normalised:
+    the Transformer's `self_attention` (YAML: `{class_path: seqtasks.attention.SelfAttention}`),
+    built as `self_attention(d_model, num_heads, attention_dropout)` from its settings.
 
     Args:
         d_model: model width D.
@@ -99,71 +106,57 @@ def _extend(cache: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     return out
 
 
-class CrossAttention(nn.Module):
-    """Multi-head attention from decoder positions to the memory (§3.2.3).
+class MultiHeadAttention(Attention):
+    """Multi-head attention from queries to the annotations (§3.2.2; the Transformer decoder's
+    cross-attention, §3.2.3), behind the attention contract, so an RNN decoder can take it too:
 
-    Keys and values are projected once per input by `project_memory`; during search the K
-    hypotheses of an input attend together as K queries, so the memory is never repeated.
+        head_h = softmax(Q W_h^Q (K W_h^K)ᵀ / √d) V W_h^V     MultiHead = [head_1; …; head_H] W^O
+
+    with d = D_q / H. Keys and values are projected once per source (`project_memory`, one
+    fused projection); without weights the heads run in `F.scaled_dot_product_attention` with
+    a boolean key-padding mask (fused kernels on CPU and GPU), with them explicitly.
 
     Args:
-        d_model: model width D.
+        query_dim: width D_q of the queries, also of the model inside and of the context.
         memory_dim: width of the annotations (any encoder's `out_dim`).
-        num_heads: H.
+        heads: H; `query_dim` must divide by it.
         dropout: on the attention weights (training only).
     """
 
-    def __init__(self, d_model: int, memory_dim: int, num_heads: int, dropout: float):
-        super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.heads = num_heads
-        self.q = nn.Linear(d_model, d_model)
-        self.kv = nn.Linear(memory_dim, 2 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+    values_are_annotations: ClassVar[bool] = False
+
+    def __init__(self, query_dim: int, memory_dim: int, heads: int = 4, dropout: float = 0.0):
+        super().__init__(query_dim)
+        if query_dim % heads:
+            raise ValueError(f"the query width {query_dim} is not divisible by heads={heads}")
+        self.heads = heads
+        self.q = nn.Linear(query_dim, query_dim)
+        self.kv = nn.Linear(memory_dim, 2 * query_dim)
+        self.out = nn.Linear(query_dim, query_dim)
         self.dropout = dropout
 
-    def project_memory(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, S, D_m) annotations -> keys, values (B, H, S, D/H)."""
+    def project_memory(self, states: Tensor, mask: Tensor) -> AttentionMemory:
+        """(B, S, D_m) annotations -> keys, values (B, H, S, d), and the mask."""
         k, v = self.kv(states).chunk(2, dim=-1)
-        return split_heads(k, self.heads), split_heads(v, self.heads)
+        return AttentionMemory(split_heads(k, self.heads), split_heads(v, self.heads), mask)
 
-    def forward(
-        self,
-        x: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor,
-        need_weights: bool = False,
-        per_head: bool = False,
+    def attend_heads(
+        self, query: Tensor, memory: AttentionMemory, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, D) queries; keys/values from `project_memory`; mask (B, S).
-
-        Returns the output (B, T, D) and, if asked, the weights averaged over heads (B, T, S),
-        or per head (B, H, T, S).
-        With B_q = K·B query rows (K hypotheses per input, adjacent), the K rows of an input
-        attend to its memory together.
-        """
-        groups = keys.size(0)
-        rows, length = x.size(0), x.size(1)
-        # (K·B, T, D) -> (B, H, K·T, D/H): an input's hypotheses become extra query positions.
-        q = split_heads(self.q(x).reshape(groups, -1, x.size(-1)), self.heads)
-        key_mask = mask[:, None, None, :]
+        """(B, T, D_q) queries -> the output (B, T, D_q) and, if asked, the weights per head
+        (B, H, T, S)."""
+        q = split_heads(self.q(query), self.heads)  # (B, H, T, d)
+        key_mask = memory.mask[:, None, None, :]
+        alpha = None
         if need_weights:
-            alpha = attention_weights(q, keys, key_mask)  # (B, H, K·T, S)
+            alpha = attention_weights(q, memory.keys, key_mask)  # (B, H, T, S)
             if self.training and self.dropout:
-                context = F.dropout(alpha, self.dropout) @ values
+                context = F.dropout(alpha, self.dropout) @ memory.values
             else:
-                context = alpha @ values
-            if per_head:  # (B, H, K·T, S) -> (K·B, H, T, S)
-                heads = alpha.size(1)
-                weights = alpha.unflatten(2, (-1, length)).transpose(1, 2)
-                weights = weights.reshape(rows, heads, length, -1)
-            else:
-                weights = alpha.mean(dim=1).reshape(rows, length, -1)
+                context = alpha @ memory.values
         else:
             context = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=key_mask,
+                q, memory.keys, memory.values, attn_mask=key_mask,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # fmt: skip
-            weights = None
-        return self.out(merge_heads(context).reshape(rows, length, -1)), weights
+        return self.out(merge_heads(context)), alpha

@@ -1,4 +1,4 @@
-"""Attention: one interface, the score functions of the literature.
+"""The single-head score functions of the literature, behind the attention contract (`base.py`).
 
 Every variant scores a query against the annotations, normalises over the valid positions and
 returns the expected annotation (the context vector) together with the weights α:
@@ -7,49 +7,60 @@ returns the expected annotation (the context vector) together with the weights �
     c_i  = Σ_j α_ij h_j
 
 The part of the score that depends only on the annotations (U h for additive attention, W h for
-general attention) is computed once per source by `project_keys`, not at every decoder step.
+general attention) is computed once per source by `project_keys`, not at every decoder step;
+the values are the annotations themselves, so the context is D wide.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 
 import torch
 from torch import Tensor, nn
 
+from seqtasks.attention.base import Attention, AttentionMemory
 
-class Attention(nn.Module):
-    """Base class: subclasses define `score` and, when it has a source-only part, `project_keys`."""
+
+class ScoredAttention(Attention):
+    """Base of the score functions: subclasses define `score` and, when it has a source-only
+    part, `project_keys`. One head; the context is Σ_j α_ij h_j, as wide as the annotations
+    (`out_dim`, set by each subclass to its `memory_dim`)."""
+
+    def project_memory(self, states: Tensor, mask: Tensor) -> AttentionMemory:
+        """(B, S, D) annotations -> keys (B, S, D_k) and values, the annotations themselves."""
+        return AttentionMemory(self.project_keys(states), states, mask)
 
     def project_keys(self, states: Tensor) -> Tensor:
         """(B, S, D) annotations -> (B, S, D_k) keys; computed once per source sequence."""
         return states
 
+    @abstractmethod
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         """(B, T, D_q) queries, (B, S, D_k) keys -> (B, T, S) unnormalised scores e."""
         raise NotImplementedError
 
-    def forward(
-        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
+    def attend_heads(
+        self, query: Tensor, memory: AttentionMemory, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
         """Attend with T queries at once.
 
         Args:
             query: (B, T, D_q) decoder states s_i.
-            keys: (B, S, D_k) from `project_keys(values)`.
-            values: (B, S, D) the annotations h_j.
-            mask: (B, S) true where a position is real.
+            memory: keys (B, S, D_k) from `project_keys`, values (B, S, D) the annotations h_j
+                (or a linear map of them), mask (B, S).
+            need_weights: return α as one head's, (B, 1, T, S).
         Returns:
-            context (B, T, D) and weights α (B, T, S); α is exactly 0 on padding.
+            context (B, T, D) and weights α; α is exactly 0 on padding.
         """
-        scores = self.score(query, keys)  # (B, T, S)
-        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        scores = self.score(query, memory.keys)  # (B, T, S)
+        scores = scores.masked_fill(~memory.mask[:, None, :], float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # (B, T, S)
-        context = torch.bmm(weights, values)  # (B, T, D)
-        return context, weights
+        context = torch.bmm(weights, memory.values)  # (B, T, D)
+        return context, weights[:, None] if need_weights else None
 
 
-class AdditiveAttention(Attention):
+class AdditiveAttention(ScoredAttention):
     """Bahdanau et al. (2015): e_ij = vᵀ tanh(W s_i + U h_j), with U h_j precomputed.
 
     Args:
@@ -60,7 +71,7 @@ class AdditiveAttention(Attention):
     """
 
     def __init__(self, query_dim: int, memory_dim: int, attention_dim: int | None = None):
-        super().__init__()
+        super().__init__(memory_dim)
         attention_dim = attention_dim or query_dim
         self.W = nn.Linear(query_dim, attention_dim, bias=False)
         self.U = nn.Linear(memory_dim, attention_dim, bias=True)
@@ -88,22 +99,22 @@ def _check_same_width(name: str, query_dim: int, memory_dim: int) -> None:
         )
 
 
-class DotAttention(Attention):
+class DotAttention(ScoredAttention):
     """Luong et al. (2015) 'dot': e_ij = s_iᵀ h_j. Query and memory must have equal width."""
 
     def __init__(self, query_dim: int, memory_dim: int):
-        super().__init__()
+        super().__init__(memory_dim)
         _check_same_width("DotAttention", query_dim, memory_dim)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
         return torch.bmm(query, keys.transpose(1, 2))  # (B, T, S)
 
 
-class GeneralAttention(Attention):
+class GeneralAttention(ScoredAttention):
     """Luong et al. (2015) 'general' (multiplicative): e_ij = s_iᵀ W h_j, with W h_j precomputed."""
 
     def __init__(self, query_dim: int, memory_dim: int):
-        super().__init__()
+        super().__init__(memory_dim)
         self.W = nn.Linear(memory_dim, query_dim, bias=False)
 
     def project_keys(self, states: Tensor) -> Tensor:
@@ -113,15 +124,15 @@ class GeneralAttention(Attention):
         return torch.bmm(query, keys.transpose(1, 2))  # (B, T, S)
 
 
-class ScaledDotAttention(Attention):
+class ScaledDotAttention(ScoredAttention):
     """Vaswani et al. (2017), one head: e_ij = s_iᵀ h_j / √d. Widths must be equal.
 
-    (The multi-head Transformer layers use PyTorch's fused kernel; this single-head form is the
-    score function, interchangeable with the others inside the RNN decoders.)
+    (`MultiHeadAttention` is the Transformer's H-head form, with projections and PyTorch's
+    fused kernel; this is the bare score function.)
     """
 
     def __init__(self, query_dim: int, memory_dim: int):
-        super().__init__()
+        super().__init__(memory_dim)
         _check_same_width("ScaledDotAttention", query_dim, memory_dim)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:

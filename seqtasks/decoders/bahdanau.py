@@ -10,8 +10,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqtasks.attention.scores import AdditiveAttention, Attention
-from seqtasks.decoders.base import DecoderOutput, single_head
+from seqtasks.attention.base import Attention, context_width
+from seqtasks.attention.scores import AdditiveAttention
+from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.readouts import MaxoutReadout
 from seqtasks.decoders.rnn import RNNDecoder, RNNSettings, RNNState
 from seqtasks.layers.memory import Memory
@@ -33,10 +34,12 @@ class BahdanauDecoder(RNNDecoder):
     Args:
         vocab_size: target vocabulary size V (given by the task).
         memory_dim: width of the annotations (given by the task).
-        attention: the score function, built as `attention(hidden_size, memory_dim)`.
+        attention: the attention over the annotations, built as `attention(hidden_size,
+            memory_dim)`: a score function, or `MultiHeadAttention` (its context c_i is then
+            hidden_size wide, the heads' output).
         readout_dim: width of the maxout deep-output layer t (l in the paper).
-        (the rest `RNNSettings`', by keyword: embed_dim, hidden_size, num_layers, cell ("gru",
-        the paper's, by default), dropout, pad_id)
+        **rnn: the rest `RNNSettings`', by keyword: embed_dim, hidden_size, num_layers, cell ("gru",
+            the paper's, by default), dropout, pad_id
     """
 
     def __init__(
@@ -48,19 +51,21 @@ class BahdanauDecoder(RNNDecoder):
         **rnn: Any,
     ):
         s = RNNSettings(**rnn)
-        super().__init__(vocab_size, memory_dim, s.embed_dim + memory_dim, s)
+        context_dim = context_width(attention, s.hidden_size, memory_dim)
+        super().__init__(vocab_size, memory_dim, s.embed_dim + context_dim, s)
         self.attention = attention(s.hidden_size, memory_dim)
-        features = s.hidden_size + s.embed_dim + memory_dim  # [s_i; E y_{i−1}; c_i]
+        features = s.hidden_size + s.embed_dim + context_dim  # [s_i; E y_{i−1}; c_i]
         self.readout = MaxoutReadout(features, readout_dim, vocab_size, s.dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return self.attention_state(memory, beam_size)
 
     def _recur(
-        self, embedded: Tensor, stack: CellStack, state: RNNState
+        self, embedded: Tensor, stack: CellStack, state: RNNState, per_head: bool = False
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """(R, E) embedded y_{i−1} -> s_i (R, H), c_i (R, D), α_i (R, S); `stack` steps on."""
-        context, weights = self.attend(stack.top, state)  # query s_{i−1}
+        """(R, E) embedded y_{i−1} -> s_i (R, H), c_i (R, D), α_i (R, S) (or (R, H_a, S) per
+        head); `stack` steps on."""
+        context, weights = self.attend(stack.top, state, per_head)  # query s_{i−1}
         s = stack.step(torch.cat([embedded, context], dim=-1))  # (R, H)
         return s, context, weights
 
@@ -79,11 +84,11 @@ class BahdanauDecoder(RNNDecoder):
         stack = CellStack(self.rnn, state.hidden, steps=tgt_in.size(1))
         states, contexts, weights = [], [], []
         for embedded_i in embedded.unbind(1):
-            s, context, alpha = self._recur(embedded_i, stack, state)
+            s, context, alpha = self._recur(embedded_i, stack, state, per_head)
             states.append(s)
             contexts.append(context)
             weights.append(alpha)
         features = torch.cat(
             [torch.stack(states, 1), embedded, torch.stack(contexts, 1)], dim=-1
         )  # (B, T, H + E + D)
-        return DecoderOutput(self.readout(features), single_head(torch.stack(weights, 1), per_head))
+        return DecoderOutput(self.readout(features), torch.stack(weights, -2))  # (B, [H,] T, S)

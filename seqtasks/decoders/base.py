@@ -81,11 +81,3 @@ class Decoder(nn.Module, metaclass=ABCMeta):
         `index` either permutes rows within each input's group or also drops whole groups (the
         inputs search has finished with), which must then drop their per-input tensors too."""
         raise NotImplementedError
-
-
-def single_head(attention: Tensor | None, per_head: bool) -> Tensor | None:
-    """A single-head decoder's (B, T, S) attention as the contract returns it: (B, 1, T, S)
-    `per_head`."""
-    if attention is None or not per_head:
-        return attention
-    return attention[:, None]

@@ -53,6 +53,12 @@ class HardAttentionDecoder(SoftAttentionDecoder):
         **soft_attention: Any,
     ):
         super().__init__(vocab_size, memory_dim, **soft_attention)
+        if not self.attention.values_are_annotations:
+            raise ValueError(
+                f"HardAttentionDecoder samples one annotation as its context, but "
+                f"{type(self.attention).__name__}'s context is no weighted sum of the annotations:"
+                " choose a score function (AdditiveAttention, GeneralAttention, …)"
+            )
         self.expectation_probability = expectation_probability
         self.test_context = test_context
 
@@ -65,28 +71,31 @@ class HardAttentionDecoder(SoftAttentionDecoder):
         return HardAttentionState(**vars(state), sampling=sampling)
 
     def glimpse(
-        self, query: Tensor, state: HardAttentionState
+        self, query: Tensor, state: HardAttentionState, per_head: bool = False
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(R, n) h_{t−1} -> context (R, D), α_t (R, L), and log α_{t, s_t} (R,) of the sampled
-        locations (0 on rows that used the expectation), or None in eval mode."""
+        """(R, n) h_{t−1} -> context (R, D), α_t (R, L) (as (R, 1, L) per head), and
+        log α_{t, s_t} (R,) of the sampled locations (0 on rows that used the expectation), or
+        None in eval mode."""
         expected, weights = self.attend(query, state)  # (R, D), (R, L)
+        shown = weights[:, None] if per_head else weights
         if state.sampling is None:  # eval mode
             if self.test_context == "expectation":
-                return expected, weights, None
-            return self._annotation_at(weights.argmax(dim=-1), state), weights, None
+                return expected, shown, None
+            return self._annotation_at(weights.argmax(dim=-1), state), shown, None
         location = torch.multinomial(weights, 1)[:, 0]  # (R,) s_t ~ Multinoulli(α_t)
         log_prob = weights.gather(1, location[:, None])[:, 0].log()  # (R,)
         sampled = self._annotation_at(location, state)  # (R, D)
         context = torch.where(state.sampling[:, None], sampled, expected)
-        return context, weights, log_prob.masked_fill(~state.sampling, 0.0)
+        return context, shown, log_prob.masked_fill(~state.sampling, 0.0)
 
     @staticmethod
     def _annotation_at(location: Tensor, state: RNNState) -> Tensor:
         """(R,) one location per row -> (R, D) that row's annotation a_location (rows come K
         adjacent per input, and the annotations once per input)."""
         rows = location.size(0)
-        inputs = torch.arange(rows, device=location.device) // (rows // state.values.size(0))
-        return state.values[inputs, location]
+        values = state.memory.values  # (B, L, D)
+        inputs = torch.arange(rows, device=location.device) // (rows // values.size(0))
+        return values[inputs, location]
 
     def reorder(self, state: HardAttentionState, index: Tensor) -> HardAttentionState:
         moved = super().reorder(state, index)

@@ -10,6 +10,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from seqtasks.attention.base import Attention, AttentionMemory
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.dropout import Dropout
 from seqtasks.layers.memory import Memory
@@ -20,14 +21,13 @@ from seqtasks.layers.recurrent import Hidden, select_rows, top_layer
 class RNNState:
     """State of a recurrent decoder during search.
 
-    `hidden` and `feed` have a row per hypothesis (R = B·K) and move in `reorder`; `keys`,
-    `values` and `mask` have a row per input (B) and move only when inputs are dropped.
+    `hidden` and `feed` have a row per hypothesis (R = B·K) and move in `reorder`; `memory`,
+    what the attention reads of the source, has a row per input (B) and moves only when inputs
+    are dropped.
     """
 
     hidden: Hidden  # (layers, R, H), or (h, c) for an LSTM
-    keys: Tensor | None = None  # (B, S, D_k) attention keys, precomputed
-    values: Tensor | None = None  # (B, S, D) annotations (Luong: W_cc h_j, (B, S, H))
-    mask: Tensor | None = None  # (B, S)
+    memory: AttentionMemory | None = None  # values: the annotations (Luong: W_cc h_j) or projected
     feed: Tensor | None = None  # (R, D_f) extra input carried to the next step (Luong, plain c)
 
 
@@ -75,6 +75,8 @@ class RNNDecoder(Decoder):
         init_cell: start LSTM cells at tanh(W_c c) too (Xu et al. 2015) instead of at zero.
     """
 
+    attention: Attention  # over the memory, set by the decoders that attend (`attention_state`)
+
     def __init__(
         self,
         vocab_size: int,
@@ -116,36 +118,31 @@ class RNNDecoder(Decoder):
         self, memory: Memory, beam_size: int, feed: Tensor | None = None
     ) -> RNNState:
         """The first state of a decoder with an `attention`: s_0 from the memory summary for
-        every row, the attention keys projected once per input."""
+        every row, what the attention reads of the source projected once per input."""
         return RNNState(
             hidden=self.initial_hidden(memory.summary, beam_size),
-            keys=self.attention.project_keys(memory.states),
-            values=memory.states,
-            mask=memory.mask,
+            memory=self.attention.project_memory(memory.states, memory.mask),
             feed=feed,
         )
 
-    def attend(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor]:
-        """(R, H) queries, K adjacent ones per input -> context (R, D) and weights (R, S).
+    def attend(
+        self, query: Tensor, state: RNNState, per_head: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """(R, H) queries, K adjacent ones per input -> context (R, D_c) and weights (R, S),
+        or (R, H_a, S) per head.
 
         The K hypotheses of an input attend together, as K queries against its annotations,
         so the memory is never repeated per hypothesis.
         """
-        grouped = query.view(state.keys.size(0), -1, query.size(-1))  # (B, K, H)
-        context, weights = self.attention(grouped, state.keys, state.values, state.mask)
-        return context.flatten(0, 1), weights.flatten(0, 1)  # (R, D), (R, S)
+        # (R, 1, D_c), (R, 1, S) or (R, H_a, 1, S)
+        context, weights = self.attention(query[:, None], state.memory, per_head=per_head)
+        return context[:, 0], weights.select(-2, 0)
 
     def reorder(self, state: RNNState, index: Tensor) -> RNNState:
         rows = top_layer(state.hidden).size(0)
         feed = None if state.feed is None else state.feed.index_select(0, index)
         state = replace(state, hidden=select_rows(state.hidden, index), feed=feed)
-        if state.keys is not None and index.numel() != rows:  # whole inputs were dropped
-            group = rows // state.keys.size(0)
-            inputs = index[::group] // group
-            state = replace(
-                state,
-                keys=state.keys.index_select(0, inputs),
-                values=state.values.index_select(0, inputs),
-                mask=state.mask.index_select(0, inputs),
-            )
+        if state.memory is not None and index.numel() != rows:  # whole inputs were dropped
+            group = rows // state.memory.mask.size(0)
+            state = replace(state, memory=state.memory.select(index[::group] // group))
         return state

@@ -10,8 +10,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention.scores import AdditiveAttention, Attention
-from seqtasks.decoders.base import DecoderOutput, single_head
+from seqtasks.attention.base import Attention, context_width
+from seqtasks.attention.scores import AdditiveAttention
+from seqtasks.decoders.base import DecoderOutput
 from seqtasks.decoders.readouts import DeepOutput
 from seqtasks.decoders.rnn import RNNDecoder, RNNState, single_lstm
 from seqtasks.layers.memory import Memory
@@ -35,10 +36,11 @@ class SoftAttentionDecoder(RNNDecoder):
     Args:
         vocab_size: vocabulary size V (given by the task).
         memory_dim: width D of the annotations (given by the task).
-        attention: f_att, built as `attention(hidden_size, memory_dim)`.
-        (the rest `single_lstm`'s, by keyword: embed_dim, the width m of the word embeddings
-        E y and of the deep output; hidden_size, the width n of the LSTM; dropout on the deep
-        output before L_o; pad_id)
+        attention: f_att, built as `attention(hidden_size, memory_dim)`; `MultiHeadAttention`
+            too, whose context is then hidden_size wide.
+        **lstm: the rest `single_lstm`'s, by keyword: embed_dim, the width m of the word embeddings
+            E y and of the deep output; hidden_size, the width n of the LSTM; dropout on the deep
+            output before L_o; pad_id
     """
 
     def __init__(
@@ -49,27 +51,31 @@ class SoftAttentionDecoder(RNNDecoder):
         **lstm: Any,
     ):
         s = single_lstm(**lstm)
-        super().__init__(vocab_size, memory_dim, s.embed_dim + memory_dim, s, init_cell=True)
+        context_dim = context_width(attention, s.hidden_size, memory_dim)
+        super().__init__(vocab_size, memory_dim, s.embed_dim + context_dim, s, init_cell=True)
         embed_dim, hidden_size, dropout = s.embed_dim, s.hidden_size, s.dropout
         self.attention = attention(hidden_size, memory_dim)
         self.f_beta = nn.Linear(hidden_size, 1)
-        self.readout = DeepOutput(embed_dim, hidden_size, memory_dim, vocab_size, dropout)
+        self.readout = DeepOutput(embed_dim, hidden_size, context_dim, vocab_size, dropout)
 
     def start(self, memory: Memory, beam_size: int = 1) -> RNNState:
         return self.attention_state(memory, beam_size)
 
-    def glimpse(self, query: Tensor, state: RNNState) -> tuple[Tensor, Tensor, Tensor | None]:
-        """(R, n) h_{t−1} -> context Σ_i α_ti a_i (R, D), α_t (R, L), and no stochastic choice."""
-        context, weights = self.attend(query, state)
+    def glimpse(
+        self, query: Tensor, state: RNNState, per_head: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """(R, n) h_{t−1} -> context Σ_i α_ti a_i (R, D), α_t (R, L) (or (R, H, L) per head),
+        and no stochastic choice."""
+        context, weights = self.attend(query, state, per_head)
         return context, weights, None
 
     def _recur(
-        self, embedded: Tensor, stack: CellStack, state: RNNState
+        self, embedded: Tensor, stack: CellStack, state: RNNState, per_head: bool = False
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """(R, m) E y_{t−1} -> h_t (R, n), ẑ_t (R, D), α_t (R, L), log p(choice); `stack` steps
-        on."""
+        """(R, m) E y_{t−1} -> h_t (R, n), ẑ_t (R, D), α_t (R, L) (or (R, H, L) per head),
+        log p(choice); `stack` steps on."""
         h_prev = stack.top  # (R, n)
-        context, weights, choice_log_prob = self.glimpse(h_prev, state)
+        context, weights, choice_log_prob = self.glimpse(h_prev, state, per_head)
         z = torch.sigmoid(self.f_beta(h_prev)) * context  # (R, D) ẑ_t = β_t · context
         h = stack.step(torch.cat([embedded, z], dim=-1))
         return h, z, weights, choice_log_prob
@@ -88,13 +94,13 @@ class SoftAttentionDecoder(RNNDecoder):
         stack = CellStack(self.rnn, state.hidden, steps=tgt_in.size(1))
         hs, zs, alphas, choices = [], [], [], []
         for embedded_t in embedded.unbind(1):
-            h, z, alpha, choice_log_prob = self._recur(embedded_t, stack, state)
+            h, z, alpha, choice_log_prob = self._recur(embedded_t, stack, state, per_head)
             hs.append(h)
             zs.append(z)
             alphas.append(alpha)
             choices.append(choice_log_prob)
         logits = self.readout(embedded, torch.stack(hs, 1), torch.stack(zs, 1))  # (B, T, V)
-        attention = single_head(torch.stack(alphas, 1), per_head)  # (B, T, L)
+        attention = torch.stack(alphas, -2)  # (B, T, L), or (B, H, T, L) per head
         if choices[0] is None:  # deterministic attention (or hard attention in eval mode)
             return DecoderOutput(logits, attention)
         # (B, T) log p(s_t), and which rows sampled (a `HardAttentionState`'s `sampling`)

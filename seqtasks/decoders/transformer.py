@@ -3,15 +3,17 @@ any `Memory`, and incremental decoding with cached keys and values."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqtasks.attention.linear import self_attention_class
-from seqtasks.attention.multihead import CrossAttention
+from seqtasks.attention.base import Attention, AttentionMemory
+from seqtasks.attention.multihead import MultiHeadAttention
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import (
@@ -34,42 +36,48 @@ class TransformerState:
     so far, one row per hypothesis (R, H, t, D/H): a step computes only the new position. With
     linear self-attention they hold its running sums M (R, H, d, d) and z (R, H, d) instead,
     whose size does not grow with t.
-    `memory_keys`/`memory_values` hold, per layer, the projected memory once per input
-    (B, H, S, D/H), and move only when search drops finished inputs. `rows` (R,), when set, is a
-    reordering of the self-attention caches that the next step applies while extending them,
-    so a beam-search step copies each cache once, not twice.
+    `memory` holds, per layer, what its cross-attention reads of the source, projected once per
+    input (keys and values (B, H, S, D/H) each for multi-head attention, and the mask (B, S)),
+    and moves only when search drops finished inputs. `rows` (R,), when set, is a reordering of
+    the self-attention caches that the next step applies while extending them, so a beam-search
+    step copies each cache once, not twice.
     """
 
     self_keys: list[Tensor]
     self_values: list[Tensor]
-    memory_keys: list[Tensor]
-    memory_values: list[Tensor]
-    mask: Tensor  # (B, S)
+    memory: list[AttentionMemory]
     position: int  # t, the index of the next position
     rows: Tensor | None = None
+
+
+def sized_cross_attention(factory: Callable[[int, int], Attention], d: int, m: int) -> Attention:
+    """`factory(d_model, memory_dim)`, refused if its context does not fit the residual stream."""
+    attention = factory(d, m)
+    if attention.out_dim != d:
+        raise ValueError(
+            f"the Transformer decoder's cross_attention {type(attention).__name__} gives contexts "
+            f"{attention.out_dim} wide, but its residual stream is d_model={d} wide: choose one "
+            "whose context has the query's width (MultiHeadAttention)"
+        )
+    return attention
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the memory, feed-forward net."""
 
-    def __init__(self, s: TransformerSettings, memory_dim: int):
+    def __init__(
+        self, s: TransformerSettings, cross_attention: Callable[[int, int], Attention], memory: int
+    ):
         super().__init__()
-        heads, dropout = s.num_heads, s.attention_dropout
-        self.self_attention = self_attention_class(s.self_attention)(s.d_model, heads, dropout)
-        self.cross_attention = CrossAttention(s.d_model, memory_dim, heads, dropout)
+        self.self_attention = s.self_attention_layer()
+        self.cross_attention = sized_cross_attention(cross_attention, s.d_model, memory)
         self.feed_forward = FeedForward(s.d_model, s.ff_dim)
         self.residual_self = Residual(s.d_model, s.norm, s.dropout)
         self.residual_cross = Residual(s.d_model, s.norm, s.dropout)
         self.residual_ff = Residual(s.d_model, s.norm, s.dropout)
 
     def forward(
-        self,
-        stream: Stream,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor,
-        need_weights: bool,
-        per_head: bool = False,
+        self, stream: Stream, memory: AttentionMemory, need_weights: bool, per_head: bool = False
     ) -> tuple[Stream, Tensor | None]:
         """Every position at once under the causal mask; returns the stream and the
         cross-attention weights averaged over heads (B, T, S), or per head (B, H, T, S), if
@@ -78,7 +86,7 @@ class DecoderLayer(nn.Module):
 
         def cross(h: Tensor) -> Tensor:
             nonlocal weights
-            out, weights = self.cross_attention(h, keys, values, mask, need_weights, per_head)
+            out, weights = self.cross_attention(h, memory, need_weights, per_head)
             return out
 
         stream = self.residual_self(stream, lambda h: self.self_attention(h, causal=True))
@@ -90,9 +98,7 @@ class DecoderLayer(nn.Module):
         stream: Stream,
         prefix_keys: Tensor,
         prefix_values: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor,
+        memory: AttentionMemory,
         rows: Tensor | None,
         need_weights: bool,
     ) -> tuple[Stream, Tensor, Tensor, Tensor | None]:
@@ -108,7 +114,7 @@ class DecoderLayer(nn.Module):
 
         def cross(h: Tensor) -> Tensor:
             nonlocal weights
-            out, weights = self.cross_attention(h, keys, values, mask, need_weights)
+            out, weights = self.cross_attention(h, memory, need_weights)
             return out
 
         stream = self.residual_self(stream, attend_prefix)
@@ -131,7 +137,12 @@ class TransformerDecoder(Decoder):
             Wolf 2017); otherwise a separate linear layer.
         grid_positions: add 2-D sinusoidal positions to a memory that comes from an image grid
             (`memory.grid` set), since attention alone cannot tell where a cell is.
-        (the rest `TransformerSettings`', by keyword, as for `TransformerEncoder`)
+        cross_attention: every layer's attention over the memory, built as
+            `cross_attention(d_model, memory_dim)`: any `seqtasks.attention.Attention` whose
+            context is d_model wide (YAML: `{class_path: seqtasks.attention.MultiHeadAttention,
+            init_args: {heads: 8}}`); by default `MultiHeadAttention` with `num_heads` heads
+            and `attention_dropout`.
+        **settings: the rest `TransformerSettings`', by keyword, as for `TransformerEncoder`
     """
 
     def __init__(
@@ -140,6 +151,7 @@ class TransformerDecoder(Decoder):
         memory_dim: int,
         tie_embeddings: bool = True,
         grid_positions: bool = True,
+        cross_attention: Callable[[int, int], Attention] | None = None,
         **settings: Any,
     ):
         super().__init__()
@@ -147,7 +159,12 @@ class TransformerDecoder(Decoder):
         self.vocab_size = vocab_size
         self.max_positions = s.max_positions
         self.embeddings = s.embeddings(vocab_size)
-        self.layers = nn.ModuleList(DecoderLayer(s, memory_dim) for _ in range(s.num_layers))
+        if cross_attention is None:
+            cross_attention = partial(
+                MultiHeadAttention, heads=s.num_heads, dropout=s.attention_dropout
+            )
+        layers = (DecoderLayer(s, cross_attention, memory_dim) for _ in range(s.num_layers))
+        self.layers = nn.ModuleList(layers)
         self.stack = StackNorm(s.d_model, s.norm)
         rows = self.embedding.num_embeddings  # V, or V padded (`vocab_multiple`)
         self.output = None if tie_embeddings else nn.Linear(s.d_model, rows)
@@ -177,10 +194,10 @@ class TransformerDecoder(Decoder):
         table = grid_positions(*memory.grid, memory.states.size(-1)).to(memory.states)
         return memory.states + table
 
-    def project_memory(self, memory: Memory) -> tuple[list[Tensor], list[Tensor]]:
+    def project_memory(self, memory: Memory) -> list[AttentionMemory]:
+        """What each layer's cross-attention reads of the memory, projected once per source."""
         states = self.memory_states(memory)
-        pairs = [layer.cross_attention.project_memory(states) for layer in self.layers]
-        return [k for k, _ in pairs], [v for _, v in pairs]
+        return [layer.cross_attention.project_memory(states, memory.mask) for layer in self.layers]
 
     def forward(
         self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
@@ -191,27 +208,25 @@ class TransformerDecoder(Decoder):
 
         Padding after EOS needs no mask: under the causal mask no real position sees it.
         """
-        keys, values = self.project_memory(memory)
+        cross = self.project_memory(memory)
         stream: Stream = self.stack.begin(self.embeddings(tgt_in))
         last = len(self.layers) - 1
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for i, layer in enumerate(self.layers):
             stream, weights = recomputed(layer, recompute)(
-                stream, keys[i], values[i], memory.mask, need_attention and i == last, per_head
+                stream, cross[i], need_attention and i == last, per_head
             )
         return DecoderOutput(self.logits(self.stack.end(stream)), weights)
 
     def start(self, memory: Memory, beam_size: int = 1) -> TransformerState:
-        keys, values = self.project_memory(memory)
+        cross = self.project_memory(memory)
         rows = memory.states.size(0) * beam_size
-        like = keys[0].new_empty(0, keys[0].size(1) * keys[0].size(-1))  # dtype, device, D
+        like = cross[0].keys.new_empty(0, self.embedding.embedding_dim)  # dtype, device, D
         caches = [layer.self_attention.empty_cache(rows, like) for layer in self.layers]
         return TransformerState(
             self_keys=[first for first, _ in caches],
             self_values=[second for _, second in caches],
-            memory_keys=keys,
-            memory_values=values,
-            mask=memory.mask,
+            memory=cross,
             position=0,
         )
 
@@ -229,9 +244,7 @@ class TransformerDecoder(Decoder):
                 stream,
                 state.self_keys[i],
                 state.self_values[i],
-                state.memory_keys[i],
-                state.memory_values[i],
-                state.mask,
+                state.memory[i],
                 state.rows,
                 need_weights=i == last,
             )
@@ -254,12 +267,7 @@ class TransformerDecoder(Decoder):
         rows = index if state.rows is None else state.rows.index_select(0, index)
         state = replace(state, rows=rows)
         if index.numel() != current:  # whole inputs were dropped
-            group = current // state.mask.size(0)
+            group = current // state.memory[0].mask.size(0)
             inputs = index[::group] // group
-            state = replace(
-                state,
-                memory_keys=[k.index_select(0, inputs) for k in state.memory_keys],
-                memory_values=[v.index_select(0, inputs) for v in state.memory_values],
-                mask=state.mask.index_select(0, inputs),
-            )
+            state = replace(state, memory=[m.select(inputs) for m in state.memory])
         return state

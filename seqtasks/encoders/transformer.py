@@ -7,7 +7,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqtasks.attention.linear import self_attention_class
 from seqtasks.encoders.base import Encoder
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import (
@@ -26,8 +25,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, s: TransformerSettings):
         super().__init__()
-        attention = self_attention_class(s.self_attention)
-        self.self_attention = attention(s.d_model, s.num_heads, s.attention_dropout)
+        self.self_attention = s.self_attention_layer()
         self.feed_forward = FeedForward(s.d_model, s.ff_dim)
         self.residual_attention = Residual(s.d_model, s.norm, s.dropout)
         self.residual_ff = Residual(s.d_model, s.norm, s.dropout)
@@ -45,9 +43,9 @@ class TransformerEncoder(Encoder):
 
     Args:
         vocab_size: source vocabulary size V (given by the task, from the data).
-        (the rest `TransformerSettings`', by keyword: d_model, num_heads, num_layers, ff_dim,
-        dropout, attention_dropout, norm, positions, max_positions, pad_id,
-        self_attention, activation_checkpointing)
+        **settings: the rest `TransformerSettings`', by keyword: d_model, num_heads, num_layers,
+            ff_dim, dropout, attention_dropout, norm, positions, max_positions, pad_id,
+            self_attention, activation_checkpointing
     """
 
     def __init__(self, vocab_size: int, **settings: Any):

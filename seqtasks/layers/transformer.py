@@ -21,13 +21,16 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from seqtasks.attention.linear import named_self_attention
+from seqtasks.attention.multihead import SelfAttention
 from seqtasks.layers.dropout import Dropout
 
 NormPlacement = Literal["post", "pre", "resi_dual"]
 
 
 PositionKind = Literal["sinusoidal", "learned"]
-SelfAttentionKind = Literal["softmax", "linear"]
+SelfAttentionKind = Literal["softmax", "linear"]  # the older string form of `self_attention`
+SelfAttentionFactory = Callable[[int, int, float], SelfAttention]  # (d_model, heads, dropout)
 
 
 Stream = tuple[Tensor, Tensor | None]  # (x, the ResiDual sum d or None)
@@ -49,9 +52,13 @@ class TransformerSettings:
         positions: "sinusoidal" or "learned".
         max_positions: the longest sequence accepted.
         pad_id: the padding token.
-        self_attention: "softmax" (the paper) or "linear" (Katharopoulos et al. 2020,
-            `attention/linear.py`: φ(q)·φ(k) with φ = elu + 1; incremental decoding carries a
-            fixed-size running memory instead of a growing key/value cache).
+        self_attention: every layer's self-attention, built as `self_attention(d_model,
+            num_heads, attention_dropout)`: `SelfAttention` (softmax, the paper) or
+            `LinearSelfAttention` (Katharopoulos et al. 2020, `attention/linear.py`: φ(q)·φ(k)
+            with φ = elu + 1; incremental decoding carries a fixed-size running memory instead
+            of a growing key/value cache). YAML: `{class_path:
+            seqtasks.attention.LinearSelfAttention}`; the older "softmax" and "linear" are read
+            as these two (`self_attention_layer`).
         activation_checkpointing: in teacher-forced training, recompute each layer in the
             backward pass instead of storing its activations (`recomputed`); search never does.
         vocab_multiple: the token table (with tied embeddings also the output projection) gets
@@ -70,9 +77,16 @@ class TransformerSettings:
     positions: PositionKind = "sinusoidal"
     max_positions: int = 1024
     pad_id: int = 0
-    self_attention: SelfAttentionKind = "softmax"
+    self_attention: SelfAttentionKind | SelfAttentionFactory = SelfAttention
     activation_checkpointing: bool = False
     vocab_multiple: int = 1
+
+    def self_attention_layer(self) -> SelfAttention:
+        """One layer's self-attention, of the chosen class, with these sizes."""
+        factory = self.self_attention
+        if isinstance(factory, str):
+            factory = named_self_attention(factory)
+        return factory(self.d_model, self.num_heads, self.attention_dropout)
 
     def embeddings(self, vocab_size: int) -> Embeddings:
         return Embeddings(
