@@ -16,6 +16,7 @@ from test_bad_input import LUONG, RNN, captioning_checkpoint, parsing_checkpoint
 import seqtasks
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.search import SearchSettings
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleMemory
 from seqtasks.tasks import TranslationTask
 
@@ -23,12 +24,12 @@ TRANSFORMER = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 32}
 SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "Eine Frau."]
 
 
-def translation(path, tokenizers, encoder=RNN, decoder=LUONG, seed=0):
+def translation(path, tokenizers, encoder=RNN, decoder=LUONG, seed=0, **settings):
     torch.manual_seed(seed)
     src, tgt = tokenizers
     hparams = {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": encoder}
     hparams |= {"decoder": decoder, "src_vocab_size": src.vocab_size}
-    hparams |= {"tgt_vocab_size": tgt.vocab_size}
+    hparams |= {"tgt_vocab_size": tgt.vocab_size, **settings}
     return save_checkpoint(TranslationTask, hparams, lambda m: m.set_tokenizers(src, tgt), path)
 
 
@@ -65,14 +66,59 @@ def test_translate_equals_the_tasks_search_with_n_best_alternatives(checkpoints)
     """Each result is the task's best hypothesis; `alternatives` are its next best, in order."""
     model = seqtasks.load(checkpoints["rnn"])
     results = model.translate(SENTENCES, beam=4, n_best=3)
-    expected = model.task.translate(SENTENCES, beam_size=4, n_best=3)
+    settings = model.search_settings(beam=4, n_best=3)
     assert len(results) == len(SENTENCES) and results[1].text == ""
-    for result, nbest in zip(results, expected):
-        got = [result, *result.alternatives]
-        assert [(t.text, t.score) for t in got] == [(t.text, t.score) for t in nbest]
+    for sentence, result in zip(SENTENCES, results):
+        if not sentence:
+            continue
+        src = torch.tensor([model.task.src_tokenizer.encode(sentence) + [EOS_ID]])
+        (nbest,) = model.task.decode(src, src != PAD_ID, settings)
+        got = [(t.text, t.score) for t in [result, *result.alternatives]]
+        decode = model.task.tgt_tokenizer.decode
+        assert got == [(decode(h.tokens), pytest.approx(h.score, abs=1e-5)) for h in nbest]
     assert all(len(r.alternatives) == 2 for i, r in enumerate(results) if i != 1)
     scores = [t.score for t in [results[0], *results[0].alternatives]]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives(
+    checkpoints, toy_tokenizers, tmp_path, monkeypatch
+):
+    """Without beam, n_best or stop a call searches as the checkpoint says (its `test_beam`,
+    `beam_stop`, `length_alpha`, length limits); what a call gives replaces only that."""
+    import seqtasks.tasks.base as base
+
+    path = translation(
+        tmp_path / "own.ckpt", toy_tokenizers, test_beam=3, beam_stop="heuristic", length_alpha=0.5
+    )
+    model = seqtasks.load(path)
+    own = SearchSettings(3, 0.5, "heuristic", 1.5, 10)
+    assert model.search_settings() == own
+    assert model.search_settings(beam=4, n_best=2) == SearchSettings(
+        4, 0.5, "heuristic", 1.5, 10, 2
+    )
+    searched = []  # (beam, α, n-best, stop) of each beam search, "greedy" for each greedy one
+    beam_search, greedy = base.beam_search, base.greedy
+
+    def recording_beam(*args):
+        searched.append((args[5], args[6], args[7], args[10]))
+        return beam_search(*args)
+
+    def recording_greedy(*args):
+        searched.append("greedy")
+        return greedy(*args)
+
+    monkeypatch.setattr(base, "beam_search", recording_beam)
+    monkeypatch.setattr(base, "greedy", recording_greedy)
+    default, three = model.translate(SENTENCES[:1]), model.translate(SENTENCES[:1], beam=3)
+    assert default == three and searched == [(3, 0.5, 1, "heuristic")] * 2
+    model.translate(SENTENCES[:1], beam=1)
+    model.translate(SENTENCES[:1], n_best=2, stop="exact")
+    assert searched[2:] == ["greedy", (3, 0.5, 2, "exact")]
+    assert seqtasks.load(checkpoints["parsing"]).search_settings().beam == 10  # ParsingTask's
+    assert seqtasks.load(checkpoints["captioning"]).search_settings().beam == 3
+    with pytest.raises(ValueError, match="^n_best=4 cannot exceed beam=3$"):
+        model.translate(SENTENCES[:1], n_best=4)  # over the checkpoint's beam
 
 
 def test_translate_attention_has_a_row_per_piece_and_a_column_per_source_piece(checkpoints):
@@ -213,8 +259,6 @@ def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
 ):
     """`stop=` of each API call (`--stop` of the apps), else the task's `beam_stop`, is the
     rule beam search gets; an unknown one is refused by name, by the API, the task and apps."""
-    from conftest import load_script
-
     import seqtasks.tasks.base as base
 
     rules = []
@@ -234,10 +278,11 @@ def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
     captioner.caption(pixels, beam=2, stop="heuristic")
     source = tmp_path / "src.de"
     source.write_text("Ein Hund.\n", encoding="utf-8")
-    translate = load_script("apps/translate.py")
+    from seqtasks.commands import translate
+
     options = ["--checkpoint", str(checkpoints["rnn"]), "--input", str(source), "--beam", "2"]
     assert translate.main([*options, "--stop", "heuristic"]) == 0
-    translator.task.beam_stop = "heuristic"
+    translator.task.test_settings = translator.task.test_settings.override(stop="heuristic")
     translator.translate(["Ein Hund."], beam=2)
     assert rules == ["exact", "heuristic", "heuristic", "heuristic", "heuristic", "heuristic"]
     with pytest.raises(ValueError, match="stop must be one of exact, heuristic, got 'fast'"):
@@ -322,7 +367,7 @@ def test_ensemble_greedy_output_is_argmax_of_the_members_teacher_forced_mean(che
     members = [seqtasks.load(path).task for path in paths]
     for sentence in SENTENCES[0], SENTENCES[2]:
         src = torch.tensor([members[0].src_tokenizer.encode(sentence) + [EOS_ID]])
-        ((best,),) = ensemble.task.decode(src, src != PAD_ID, 1)
+        ((best,),) = ensemble.task.decode(src, src != PAD_ID, ensemble.search_settings(beam=1))
         (result,) = ensemble.translate([sentence], beam=1)
         assert result.text == members[0].tgt_tokenizer.decode(best.tokens)
         tgt_in = torch.tensor([[BOS_ID, *best.tokens]])

@@ -12,6 +12,7 @@ import timm
 import torch
 from conftest import flickr8k_subset
 
+from seqtasks.api import Captioner
 from seqtasks.attention.scores import AdditiveAttention
 from seqtasks.data import CaptionData, ShapesData
 from seqtasks.data.captions import load_image, read_captions
@@ -21,7 +22,6 @@ from seqtasks.decoders import SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder, TimmEncoder
 from seqtasks.search.hypothesis import Hypothesis
 from seqtasks.tasks import CaptioningTask
-from seqtasks.tasks.captioning import CHECKPOINT_KEY
 
 
 def test_words_and_the_word_tokenizer():
@@ -159,7 +159,7 @@ def test_checkpoint_carries_vocabulary_and_image_size(shapes, tmp_path):
     assert {"val/cider", "val/bleu4", "val/truthful", "val/loss"} <= set(trainer.callback_metrics)
     path = tmp_path / "model.ckpt"
     trainer.save_checkpoint(path)
-    stored = torch.load(path, map_location="cpu", weights_only=False)[CHECKPOINT_KEY]
+    stored = torch.load(path, map_location="cpu", weights_only=False)["seqtasks"]
     assert stored == {
         "task": "captioning",
         "vocabulary": shapes.tokenizer.vocabulary,
@@ -169,9 +169,10 @@ def test_checkpoint_carries_vocabulary_and_image_size(shapes, tmp_path):
     loaded = CaptioningTask.load_from_checkpoint(path, map_location="cpu", weights_only=False)
     assert loaded.tokenizer.vocabulary == shapes.tokenizer.vocabulary and loaded.image_size == 48
     images = torch.stack([load_image(i.path, 48) for i in shapes.images["test"]])
-    ours, theirs = task.caption(images, beam_size=2), loaded.caption(images, beam_size=2)
+    ours = Captioner(task, []).caption(images, beam=2)
+    theirs = Captioner(loaded, []).caption(images, beam=2)
     assert [c.text for c in ours] == [c.text for c in theirs]
-    (first, *_) = loaded.caption(images, beam_size=1, return_attention=True)
+    (first, *_) = Captioner(loaded, []).caption(images, beam=1, attention=True)
     assert first.grid == (6, 6) and first.attention.shape == (len(first.words), 36)
 
 
@@ -188,7 +189,7 @@ def test_validation_scores_what_search_said_about_each_image(shapes, monkeypatch
     encode = task.encode
     monkeypatch.setattr(task, "encode", lambda batch: batches.append(batch) or encode(batch))
 
-    def oracle(memory, beam_size=1, n_best=1, return_attention=False):
+    def oracle(memory, settings, return_attention=False):
         batch = batches[-1]
         said = [
             refs[0] if int(i) % 2 == 0 else "a red"
@@ -240,12 +241,12 @@ def test_a_checkpoint_rebuilds_its_encoder_without_pretrained_weights(tmp_path):
 
 def test_a_model_without_vocabulary_says_so(shapes):
     task = shapes_task(shapes.tgt_vocab_size)
-    with pytest.raises(RuntimeError, match="vocabulary"):
-        task.caption(torch.rand(1, 3, 64, 64))
-    with pytest.raises(RuntimeError, match="vocabulary"):
+    with pytest.raises(ValueError, match="^the model has no vocabulary: load it from a checkpoint"):
+        Captioner(task, [])
+    with pytest.raises(RuntimeError, match="^cannot save a captioning checkpoint without its voc"):
         task.on_save_checkpoint({})
     with pytest.raises(ValueError, match="not a captioning checkpoint"):
-        task.on_load_checkpoint({CHECKPOINT_KEY: {"task": "translation"}})
+        task.on_load_checkpoint({"seqtasks": {"task": "translation"}})
     with pytest.raises(ValueError, match="vocabulary has 5 entries"):
         task.set_preprocessing(WordTokenizer(["x"]), 64)
 
@@ -281,5 +282,5 @@ def test_soft_attention_learns_to_describe_sixteen_images(shapes):
         task.encoder.train()
         for _ in range(20):
             task.encoder(images)
-    said = [c.text for c in task.caption(images, beam_size=1)]
+    said = [c.text for c in Captioner(task, []).caption(images, beam=1)]
     assert said == [image.captions[0] for image in train]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import load_script
 
 import seqtasks
-from seqtasks.api.models import Model
+from seqtasks.api import Model
+from seqtasks.commands import evaluate, parse, translate
 from seqtasks.decoders import BahdanauDecoder, TransformerDecoder
 from seqtasks.search.budget import (
     CPU_TOKENS,
@@ -61,11 +61,11 @@ def test_bytes_per_token_by_hand():
 
 
 def test_auto_is_the_cpu_default_on_a_cpu_and_a_number_wins(gpu):
-    decoder = tiny_transformer()
-    assert batch_tokens("auto", torch.device("cpu"), decoder, 16, 5, 1.5, 10) == CPU_TOKENS == 2000
+    per_token = bytes_per_token(tiny_transformer(), 16, 5, 1.5, 10)
+    assert batch_tokens("auto", torch.device("cpu"), per_token) == CPU_TOKENS == 2000
     gpu["free"] = 10**12  # a number given is taken, whatever the memory
-    assert batch_tokens(3000, CUDA, decoder, 16, 5, 1.5, 10) == 3000
-    assert batch_tokens(3000, torch.device("cpu"), decoder, 16, 5, 1.5, 10) == 3000
+    assert batch_tokens(3000, CUDA, per_token) == 3000
+    assert batch_tokens(3000, torch.device("cpu"), per_token) == 3000
 
 
 def test_auto_on_a_gpu_follows_the_free_memory_within_bounds(gpu):
@@ -74,7 +74,7 @@ def test_auto_on_a_gpu_follows_the_free_memory_within_bounds(gpu):
     decoder = tiny_transformer()
 
     def tokens(beam: int = 5) -> int:
-        return batch_tokens("auto", CUDA, decoder, 16, beam, 1.5, 10)
+        return batch_tokens("auto", CUDA, bytes_per_token(decoder, 16, beam, 1.5, 10))
 
     gpu.update(free=100 * MB, reserved=30 * MB, allocated=10 * MB)
     assert tokens() == int(0.5 * 120 * MB / 22_084) == 2716
@@ -92,21 +92,20 @@ def translator():
     return seqtasks.load(FIXTURES / "translation_transformer.ckpt", device="cpu")
 
 
-def given_to_task(model: Model, method: str, monkeypatch) -> dict:
-    """What the model's task was last called with (its `method` replaced by a recorder)."""
+def given_to_search(model: Model, monkeypatch) -> dict:
+    """What the model's batched search was last given (`search_sources`, recording instead)."""
     calls: dict = {}
 
-    def record(inputs, **settings):
-        calls.clear()
-        calls.update(settings)
-        return []
+    def record(sources, settings, max_tokens, workers=None, attention=False):
+        calls.update(settings=settings, max_tokens=max_tokens)
+        return [None] * len(sources)
 
-    monkeypatch.setattr(model.task, method, record)
+    monkeypatch.setattr(model, "search_sources", record)
     return calls
 
 
 def test_the_api_batches_by_the_device(translator, gpu, monkeypatch):
-    calls = given_to_task(translator, "translate", monkeypatch)
+    calls = given_to_search(translator, monkeypatch)
     translator.translate(["1 January 2000"])
     assert calls["max_tokens"] == 2000
     translator.translate(["1 January 2000"], max_tokens=3000)
@@ -114,9 +113,9 @@ def test_the_api_batches_by_the_device(translator, gpu, monkeypatch):
     monkeypatch.setattr(Model, "device", property(lambda self: CUDA))
     gpu.update(free=100 * MB)
     translator.translate(["1 January 2000"], beam=4)
-    task = translator.task
+    task, settings = translator.task, calls["settings"]
     per_token = bytes_per_token(task.decoder, task.encoder.out_dim, 4, 1.5, 10)
-    assert (task.max_length_ratio, task.max_length_offset) == (1.5, 10)
+    assert (settings.beam, settings.max_length_ratio, settings.max_length_offset) == (4, 1.5, 10)
     assert calls["max_tokens"] == int(0.5 * 100 * MB / per_token)
     translator.translate(["1 January 2000"], beam=4, attention=True)  # the weights count too
     assert calls["max_tokens"] < int(0.5 * 100 * MB / per_token)
@@ -126,22 +125,25 @@ def test_the_api_batches_by_the_device(translator, gpu, monkeypatch):
 
 def test_the_parser_lifts_its_cpu_row_cap_for_an_auto_budget_on_a_gpu(gpu, monkeypatch):
     parser = seqtasks.load(FIXTURES / "parsing.ckpt", device="cpu")
-    calls = given_to_task(parser, "parse", monkeypatch)
+    calls = given_to_search(parser, monkeypatch)
     parser.parse(["A dog runs ."], beam=10)
-    assert calls["max_tokens"] == 2000 and "max_rows" not in calls  # the task's, as before
+    assert calls["max_tokens"] == 2000  # under the 40,000 rows of beam 10: 4,000 words
+    parser.parse(["A dog runs ."], beam=40)
+    assert calls["max_tokens"] == 1000  # the rows' cap: 40,000 // 40
     monkeypatch.setattr(Model, "device", property(lambda self: CUDA))
     gpu.update(free=10**12)
     parser.parse(["A dog runs ."], beam=10)
-    assert calls["max_tokens"] == 64_000 and calls["max_rows"] == 640_000
+    assert calls["max_tokens"] == 64_000  # no row cap for a budget the device decides
     parser.parse(["A dog runs ."], beam=10, max_tokens=500)
-    assert calls["max_tokens"] == 500 and "max_rows" not in calls
+    assert calls["max_tokens"] == 500
+    parser.parse(["A dog runs ."], beam=10, max_tokens=9000)
+    assert calls["max_tokens"] == 4000
 
 
 def test_the_apps_take_auto_or_a_number(tmp_path):
     checkpoint = str(FIXTURES / "translation_transformer.ckpt")
     text = tmp_path / "text.txt"
     text.write_text("Ein Hund.\n")
-    translate = load_script("apps/translate.py")
     assert translate.parse_args(["--checkpoint", checkpoint]).max_tokens == "auto"
     assert translate.parse_args(
         ["--checkpoint", checkpoint, "--max-tokens", "auto"]
@@ -149,10 +151,8 @@ def test_the_apps_take_auto_or_a_number(tmp_path):
     assert translate.parse_args(["--checkpoint", checkpoint, "--max-tokens", "300"]).max_tokens == (
         300
     )
-    parse = load_script("apps/parse.py")
     assert parse.parse_args(["--checkpoint", checkpoint]).max_tokens == "auto"
     assert parse.parse_args(["--checkpoint", checkpoint, "--max-tokens", "70"]).max_tokens == 70
-    evaluate = load_script("apps/evaluate.py")
     given = ["translation", "--checkpoint", checkpoint, "--src", str(text), "--ref", str(text)]
     assert evaluate.parse_args(given, "").max_tokens == "auto"
     assert evaluate.parse_args([*given, "--max-tokens", "900"], "").max_tokens == 900

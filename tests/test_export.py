@@ -2,8 +2,8 @@
 
 Small Transformers are trained for a few seconds on 300 Multi30k pairs (so their outputs are
 no near-ties), saved as checkpoints, exported, and CTranslate2's greedy output on held-out
-sentences is compared with `task.translate(beam_size=1)`, token for token and score for score;
-Post-LN and Pre-LN, sinusoidal and learned positions, tied and untied outputs, shared
+sentences is compared with `Translator.translate(beam=1)`'s, token for token and score for
+score; Post-LN and Pre-LN, sinusoidal and learned positions, tied and untied outputs, shared
 embeddings. What cannot be exported is refused by name, and OUT is never left half-written; an
 OUT that would lose the checkpoint, or cannot be written, is refused before the checkpoint is
 read; what an export killed mid-way (a real process, SIGKILLed) left is cleaned by the next.
@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from conftest import REPO
 from lightning.pytorch.cli import instantiate_module
 
+from seqtasks.api import Translator
 from seqtasks.data.batch import pad, teacher_forcing
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, train_sentencepiece
 from seqtasks.export import main
@@ -128,11 +129,12 @@ def test_plain_greedy_translate_batch_gives_seqtasks_greedy_output(exported, cor
     (whose default limit is 256) writes the same and goes on."""
     name, task, _, out = exported
     held_out = corpus[1]
-    ours = [r[0] for r in task.translate(held_out, beam_size=1)]
+    ours = Translator(task, []).translate(held_out, beam=1)
     pieces = source_pieces(out, held_out)
     results = ctranslate2.Translator(str(out), intra_threads=1).translate_batch(pieces, beam_size=1)
     theirs = [r.hypotheses[0] for r in results]
-    limits = [length_limit(len(p), task.max_length_ratio, task.max_length_offset) for p in pieces]
+    ratio, offset = task.test_settings.max_length_ratio, task.test_settings.max_length_offset
+    limits = [length_limit(len(p), ratio, offset) for p in pieces]
     stopped = [len(o.tokens) < limit for o, limit in zip(ours, limits)]
     assert sum(stopped) >= 0.8 * len(held_out), f"{name}: the model was not trained enough"
     assert len({tuple(o.tokens) for o in ours}) >= 0.8 * len(held_out), "outputs too alike"
@@ -148,9 +150,10 @@ def test_greedy_scores_equal_seqtasks(exported, corpus):
     """With seqtasks' length limits, every output and its total log-probability agree."""
     name, task, _, out = exported
     held_out = corpus[1]
-    ours = [r[0] for r in task.translate(held_out, beam_size=1)]
+    ours = Translator(task, []).translate(held_out, beam=1)
     translator = ctranslate2.Translator(str(out), intra_threads=1)
-    search = (task.length_alpha, task.max_length_ratio, task.max_length_offset)
+    settings = task.test_settings
+    search = (settings.length_alpha, settings.max_length_ratio, settings.max_length_offset)
     theirs = translate_as_seqtasks(translator, source_pieces(out, held_out), 1, *search)
     assert [t.pieces for t in theirs] == [o.tokens for o in ours], name
     assert [t.score for t in theirs] == pytest.approx([o.score for o in ours], abs=2e-3)
@@ -160,9 +163,10 @@ def test_beam_search_as_seqtasks(exported, corpus):
     """Beam 4 with Wu et al.'s length penalty (re-ranked CTranslate2 n-best lists)."""
     name, task, _, out = exported
     held_out = corpus[1]
-    ours = [r[0] for r in task.translate(held_out, beam_size=4)]
+    ours = Translator(task, []).translate(held_out, beam=4)
     translator = ctranslate2.Translator(str(out), intra_threads=1)
-    search = (task.length_alpha, task.max_length_ratio, task.max_length_offset)
+    settings = task.test_settings
+    search = (settings.length_alpha, settings.max_length_ratio, settings.max_length_offset)
     theirs = translate_as_seqtasks(translator, source_pieces(out, held_out), 4, *search)
     same = [t.pieces == o.tokens for t, o in zip(theirs, ours)]
     assert sum(same) >= 0.95 * len(held_out), name
@@ -186,7 +190,7 @@ def test_folder_holds_vocabularies_tokenisers_and_metadata(exported):
     assert config["add_source_eos"] is True and config["layer_norm_epsilon"] == 1e-5
     stored = json.loads((out / "seqtasks_export.json").read_text())
     assert stored["exported_from"] == str(checkpoint)
-    assert stored["seqtasks_search"]["length_alpha"] == task.length_alpha
+    assert stored["seqtasks_search"]["length_alpha"] == task.test_settings.length_alpha
     assert not list(out.parent.glob(".ct2*")), "a staging folder was left behind"
     (out.parent / "made").mkdir(exist_ok=True)  # others may read it, as any folder mkdir makes
     assert out.stat().st_mode & 0o777 == (out.parent / "made").stat().st_mode & 0o777

@@ -226,7 +226,7 @@ def test_ckpt_path_file_keeps_the_settings_the_command_line_gives(
         subclass_mode_data=True,
         args=[*args, "--model.init_args.val_beam=2", "--ckpt_path", str(last)],
     )
-    assert cli.model.val_beam == 2
+    assert cli.model.val_settings.beam == 2
 
 
 @pytest.mark.slow

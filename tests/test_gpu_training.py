@@ -19,6 +19,7 @@ from conftest import REPO
 from test_export import save, source_pieces, transformer_hparams
 from test_translation_task import make_task
 
+from seqtasks.api import Translator
 from seqtasks.data import TranslationData
 from seqtasks.data.batch import Batch, Padding
 from seqtasks.data.translation import Example, collate
@@ -85,7 +86,7 @@ def test_padded_batches_give_the_losses_and_outputs_of_unpadded_ones(
         memory, output = task.teacher_forced(batch)
         per_example = task.objective(output, batch.tgt_out, memory.mask)
         loss = task.loss(output, batch.tgt_out, memory.mask)
-        tokens = [h[0].tokens for h in task.search(memory)]
+        tokens = [h[0].tokens for h in task.search(memory, task.val_settings)]
         results.append((per_example, loss, tokens))
     (example, loss, tokens), (example_padded, loss_padded, tokens_padded) = results
     torch.testing.assert_close(example_padded, example, rtol=1e-5, atol=1e-5)
@@ -145,9 +146,10 @@ def test_export_writes_only_the_v_real_rows_and_translates_alike(padded_export, 
     assert spec.decoder.embeddings.weight.shape == (250, 32)
     assert spec.decoder.projection.weight.shape == (250, 32)
     held_out = multi30k_lines["de"][300:340]
-    ours = [r[0] for r in task.translate(held_out, beam_size=1)]
+    ours = Translator(task, []).translate(held_out, beam=1)
     translator = ctranslate2.Translator(str(out), intra_threads=1)
-    search = (task.length_alpha, task.max_length_ratio, task.max_length_offset)
+    settings = task.test_settings
+    search = (settings.length_alpha, settings.max_length_ratio, settings.max_length_offset)
     theirs = translate_as_seqtasks(translator, source_pieces(out, held_out), 1, *search)
     assert [t.pieces for t in theirs] == [o.tokens for o in ours]
     assert [t.score for t in theirs] == pytest.approx([o.score for o in ours], abs=2e-3)

@@ -23,12 +23,12 @@ import yaml
 from conftest import two_step_trainer
 from jsonargparse import ArgumentParser
 
+import seqtasks
 import seqtasks.decoders
 import seqtasks.encoders
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
-from seqtasks.io.checkpoint_files import load_task
-from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+from seqtasks.registry import TASKS as REGISTRY
 
 TINY = {
     "embed_dim": 8,
@@ -43,7 +43,7 @@ TINY = {
     "project_dim": 8,
     "dropout": 0.0,
 }
-TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
+TASKS = {name: entry.task_class() for name, entry in REGISTRY.items()}
 
 
 def concrete_parts(package, base: type) -> list[type]:
@@ -74,11 +74,23 @@ def allowed(task: str, encoder: type) -> bool:
 
 
 COMBINATIONS = [
-    pytest.param(task, encoder, decoder, id=f"{task}-{encoder.__name__}-{decoder.__name__}")
+    pytest.param(task, encoder, decoder, {}, id=f"{task}-{encoder.__name__}-{decoder.__name__}")
     for task in TASKS
     for encoder in ENCODERS
     for decoder in DECODERS
 ]
+# A part chosen inside a decoder (its `init_args` beyond TINY): a GRU decoder with multi-head
+# attention, the Transformer's, as its `attention:`.
+MULTI_HEAD = {"class_path": "seqtasks.attention.MultiHeadAttention", "init_args": {"heads": 2}}
+COMBINATIONS.append(
+    pytest.param(
+        "translation",
+        seqtasks.encoders.RNNEncoder,
+        seqtasks.decoders.BahdanauDecoder,
+        {"attention": MULTI_HEAD},
+        id="translation-RNNEncoder-BahdanauDecoder-MultiHeadAttention",
+    )
+)
 
 
 def test_the_matrix_finds_every_part():
@@ -134,11 +146,17 @@ def data_configs(toy_data_dir, tiny_ptb, tmp_path_factory) -> dict[str, dict]:
     }
 
 
-def config(task: str, encoder: type, decoder: type, data: dict, root: Path) -> dict:
-    def part(cls: type) -> dict:
-        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": tiny(cls)}
+def config(
+    task: str, encoder: type, decoder: type, data: dict, root: Path, chosen: dict | None = None
+) -> dict:
+    def part(cls: type, init_args: dict) -> dict:
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args}
 
-    model = {"encoder": part(encoder), "decoder": part(decoder), "val_beam": 1}
+    model = {
+        "encoder": part(encoder, tiny(encoder)),
+        "decoder": part(decoder, tiny(decoder) | (chosen or {})),
+        "val_beam": 1,
+    }
     if task == "captioning":
         model |= {"max_caption_length": 6, "attention_penalty": 0.0}
     return {
@@ -153,20 +171,21 @@ def decode(task: str, model, data: dict) -> None:
     """Greedy and beam search through the API the apps use; outputs well formed."""
     for beam in (1, 3):
         if task == "translation":
-            results = model.translate(["Ein Hund läuft.", "", "Zwei Männer."], beam_size=beam)
-            assert [len(r) for r in results] == [1, 1, 1] and results[1][0].text == ""
-            assert all(isinstance(r[0].text, str) for r in results)
+            results = model.translate(["Ein Hund läuft.", "", "Zwei Männer."], beam=beam)
+            assert len(results) == 3 and results[1].text == ""
+            assert all(isinstance(r.text, str) and not r.alternatives for r in results)
         elif task == "parsing":
             words = [["The", "dog", "barked", "."], ["He", "left"]]
-            for sentence, parse in zip(words, model.parse(words, beam_size=beam)):
+            for sentence, parse in zip(words, model.parse(words, beam=beam)):
                 assert parse.tree.leaves() == sentence
         else:
             images = torch.rand(2, 3, model.image_size, model.image_size)
-            captions = model.caption(images, beam_size=beam, return_attention=True)
+            attention = model.gives_attention
+            captions = model.caption(images, beam=beam, attention=attention)
             assert len(captions) == 2
             for caption in captions:
                 assert len(caption.words) <= 6
-                if caption.words and model.decoder.gives_attention:
+                if caption.words and attention:
                     assert caption.attention.shape == (
                         len(caption.words),
                         caption.grid[0] * caption.grid[1],
@@ -174,9 +193,9 @@ def decode(task: str, model, data: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task, encoder, decoder", COMBINATIONS)
-def test_part_by_part(task, encoder, decoder, data_configs, tmp_path, monkeypatch):
-    from seqtasks.cli import main
+@pytest.mark.parametrize("task, encoder, decoder, chosen", COMBINATIONS)
+def test_part_by_part(task, encoder, decoder, chosen, data_configs, tmp_path, monkeypatch):
+    from seqtasks.cli.main import main
 
     if not allowed(task, encoder):
         factories = {
@@ -190,13 +209,17 @@ def test_part_by_part(task, encoder, decoder, data_configs, tmp_path, monkeypatc
             TASKS[task](**factories, **sizes)
         return
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config(task, encoder, decoder, data_configs[task], tmp_path)))
+    settings = config(task, encoder, decoder, data_configs[task], tmp_path, chosen)
+    path.write_text(yaml.safe_dump(settings))
     monkeypatch.setattr(sys, "argv", ["seqtasks"])
     main(["fit", "--config", str(path)])
     checkpoints = sorted(tmp_path.glob("**/*.ckpt"))
     assert checkpoints, "fit wrote no checkpoint"
-    model = load_task(checkpoints[-1], TASKS[task], task)
-    assert type(model.encoder) is encoder and type(model.decoder) is decoder
+    model = seqtasks.load(checkpoints[-1], device="cpu", task=task)
+    assert type(model.task.encoder) is encoder and type(model.task.decoder) is decoder
+    for name, part in chosen.items():
+        kind = type(getattr(model.task.decoder, name)).__name__
+        assert kind == part["class_path"].split(".")[-1]
     decode(task, model, data_configs[task])
 
 
@@ -213,7 +236,7 @@ def test_apps_refuse_to_plot_a_decoder_without_attention(
 ):
     from conftest import load_script
 
-    from seqtasks.cli import main
+    from seqtasks.cli.main import main
 
     parts = {part.__name__: part for part in ENCODERS + DECODERS}
     settings = config(task, parts[encoder], parts[decoder], data_configs[task], tmp_path)

@@ -159,7 +159,7 @@ def test_class_paths_of_older_configs_still_resolve(tmp_path, capsys, monkeypatc
     """A config written for seqtasks 0.1 names `seqtasks.schedules`, `seqtasks.callbacks` and
     `seqtasks.checkpoints`, since moved under `seqtasks.training`: it still parses, to the same
     classes."""
-    from seqtasks.cli import main
+    from seqtasks.cli.main import main
 
     monkeypatch.setattr(sys, "argv", ["seqtasks"])
     config = (REPO / "configs/translation/transformer.yaml").read_text()

@@ -15,6 +15,7 @@ import torch
 from conftest import REPO, load_script, subprocess_env, validate_counting_encodings
 from nltk import Tree
 
+import seqtasks
 from seqtasks.cli.main import SeqtasksCLI
 from seqtasks.data.batch import pad
 from seqtasks.data.parsing import ParsingData, collate
@@ -201,12 +202,12 @@ def checkpoint(ptb_dir, tmp_path_factory):
 
 
 def test_checkpoint_carries_the_vocabularies_and_parses(checkpoint, ptb_dir):
-    model = load_task(checkpoint, ParsingTask, "parsing")
+    parser = seqtasks.load(checkpoint)
     gold = read_treebank(ptb_dir / "dev.mrg")[:5]
     sentences = [g.leaves() for g in gold] + [[]]
     for beam in (1, 3):
-        parses = model.parse(
-            sentences, beam_size=beam, tags=[[t for _, t in g.pos()] for g in gold] + [[]]
+        parses = parser.parse(
+            sentences, beam=beam, tags=[[t for _, t in g.pos()] for g in gold] + [[]]
         )
         for parse, words in zip(parses, sentences, strict=True):
             assert parse.tree.label() == "TOP" and parse.tree.leaves() == words
@@ -219,13 +220,13 @@ def test_validation_scores_the_trees_parse_writes(checkpoint, ptb_dir, monkeypat
     """`validate` on the dev split (greedy, as `val_beam`) scores what `parse` writes for the
     same words, with the model's own tags; the encoder runs once per batch (the loss and
     the search share its output)."""
-    model = load_task(checkpoint, ParsingTask, "parsing")
+    parser = seqtasks.load(checkpoint)
     data = ParsingData(str(ptb_dir), max_tokens=512)
-    metrics, encodings = validate_counting_encodings(model, data, monkeypatch)
+    metrics, encodings = validate_counting_encodings(parser.task, data, monkeypatch)
     assert encodings == len(data.val_dataloader())
 
     golds = read_treebank(ptb_dir / "dev.mrg")
-    parses = model.parse([g.leaves() for g in golds], beam_size=1)
+    parses = parser.parse([g.leaves() for g in golds], beam=1)
     scores = score_corpus(golds, [p.tree for p in parses]).all
     assert metrics["val/f1"] == pytest.approx(scores.f1)
     assert metrics["val/complete_match"] == pytest.approx(scores.complete_match)
@@ -237,31 +238,31 @@ def test_validation_scores_the_trees_parse_writes(checkpoint, ptb_dir, monkeypat
 def test_parallel_workers_parse_like_one(checkpoint, ptb_dir, monkeypatch):
     """Batches shared among worker threads give the same trees; every worker decodes without
     gradients and under the caller's autocast; torch's thread count is restored."""
-    model = load_task(checkpoint, ParsingTask, "parsing")
+    parser = seqtasks.load(checkpoint)
     sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:30]]
-    alone = model.parse(sentences, beam_size=2, max_tokens=100, workers=1)
+    alone = parser.parse(sentences, beam=2, max_tokens=100, workers=1)
     seen = []
-    decode = model.decode
+    decode = parser.task.decode
 
     def recording_decode(*args, **kwargs):
         seen.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(model, "decode", recording_decode)
+    monkeypatch.setattr(parser.task, "decode", recording_decode)
     threads = torch.get_num_threads()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        model.parse(sentences, beam_size=2, max_tokens=100, workers=3)
+        parser.parse(sentences, beam=2, max_tokens=100, workers=3)
     assert len(seen) > 3 and set(seen) == {(False, True)}
-    together = model.parse(sentences, beam_size=2, max_tokens=100, workers=3)
+    together = parser.parse(sentences, beam=2, max_tokens=100, workers=3)
     assert [p.tree for p in together] == [p.tree for p in alone]
     assert torch.get_num_threads() == threads
 
 
 def test_unconstrained_outputs_are_repaired(checkpoint, ptb_dir):
-    model = load_task(checkpoint, ParsingTask, "parsing")
-    model.constrained = False
+    parser = seqtasks.load(checkpoint)
+    parser.task.constrained = False
     sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:20]]
-    parses = model.parse(sentences, beam_size=1)
+    parses = parser.parse(sentences, beam=1)
     assert [p.tree.leaves() for p in parses] == sentences
     assert any(p.repairs > 0 for p in parses), "3 training steps leave malformed output"
 

@@ -16,6 +16,7 @@ from conftest import load_script
 from test_cli import seqtasks
 from torch import Tensor
 
+from seqtasks.api import load as seqtasks_load
 from seqtasks.cli.main import SeqtasksCLI, main
 from seqtasks.data import DatesData
 from seqtasks.data.batching import bucketed_loader
@@ -264,9 +265,9 @@ def test_average_of_the_last_checkpoints(step_checkpoints, tmp_path):
             assert torch.equal(averaged["state_dict"][name], tensor), name
     assert changed, "steps 2 and 3 have the same weights: the test would prove nothing"
 
-    model = load_task(out, TranslationTask, "translation")  # as every app loads it
-    (best,) = model.translate(["march 3, 1999"], beam_size=1)
-    assert isinstance(best[0].text, str)
+    model = seqtasks_load(out)  # as every app loads it
+    (best,) = model.translate(["march 3, 1999"], beam=1)
+    assert isinstance(best.text, str)
     source, output = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("march 3, 1999\n\nthe first of may 2001\n")
     translate = load_script("apps/translate.py")

@@ -187,6 +187,7 @@ def checkpoints(toy_data_dir, ptb_dir, tmp_path_factory, monkeypatch_module) -> 
                 encoder=part("seqtasks.encoders.TransformerEncoder", **TRANSFORMER),
                 decoder=part("seqtasks.decoders.TransformerDecoder", **TRANSFORMER),
                 val_beam=1,
+                test_beam=2,  # what a request without a beam gets
             ),
             part("seqtasks.data.TranslationData", data_dir=str(toy_data_dir), max_tokens=400),
         ),
@@ -420,7 +421,10 @@ BAD_REQUESTS = {
         "/translate",
         {"sentences": ["a"], "beam": 2, "n_best": 3},
         422,
-        "n_best (3) cannot exceed beam (2)",
+        "n_best=3 cannot exceed beam=2",
+    ),
+    "n_best over the model's beam": Bad(
+        "/translate", {"sentences": ["a"], "n_best": 3}, 422, "n_best=3 cannot exceed beam=2"
     ),
     "too many sentences": Bad("/translate", TOO_MANY, 413, "9 sentences in one request"),
     "too many characters": Bad(
@@ -481,8 +485,8 @@ def test_bad_requests_get_a_4xx_that_says_why_and_the_server_goes_on(case, serve
     assert got == bad.status, answer
     assert bad.message in detail_text(answer)
     got, answer = server.post("/translate", {"sentences": SENTENCES[:2]})
-    assert got == 200
-    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2], beam=5)))
+    assert got == 200  # with the checkpoint's beam
+    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2], beam=2)))
 
 
 @pytest.mark.slow

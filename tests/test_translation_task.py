@@ -1,4 +1,5 @@
-"""TranslationTask: translate(), and checkpoints that carry their tokenisers."""
+"""TranslationTask and the `Translator` around it: translating, and checkpoints that carry
+their tokenisers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sacrebleu
 import torch
 from conftest import validate_counting_encodings
 
+from seqtasks.api import Translator
 from seqtasks.attention.scores import GeneralAttention
 from seqtasks.data import TranslationData
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -18,7 +20,6 @@ from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
 from seqtasks.search import run_batches
 from seqtasks.tasks import TranslationTask
-from seqtasks.tasks.translation import CHECKPOINT_KEY
 
 
 def make_task(tokenizers, decoder="bahdanau", **kwargs) -> TranslationTask:
@@ -48,38 +49,48 @@ def task(toy_tokenizers):
     return make_task(toy_tokenizers)
 
 
+@pytest.fixture(scope="module")
+def translator(task):
+    return Translator(task, [])
+
+
+def nbest(translation) -> list:
+    """A translation and its alternatives, best first."""
+    return [translation, *translation.alternatives]
+
+
 def test_model_is_built_from_the_factories(task, toy_tokenizers):
     assert task.encoder.embedding.num_embeddings == toy_tokenizers[0].vocab_size
     assert task.decoder.vocab_size == toy_tokenizers[1].vocab_size
     assert task.encoder.out_dim == 32
 
 
-def test_translate_keeps_lines_and_maps_empty_to_empty(task, multi30k_lines):
+def test_translate_keeps_lines_and_maps_empty_to_empty(translator, task, multi30k_lines):
     sentences = [multi30k_lines["de"][0], "", multi30k_lines["de"][1], "   ", "Ein Hund."]
-    results = task.translate(sentences, beam_size=2, max_length=50)
+    results = translator.translate(sentences, beam=2, max_length=50)
     assert len(results) == len(sentences)
-    assert all(len(r) == 1 for r in results)
-    assert results[1][0].text == "" and results[3][0].text == ""
+    assert all(not r.alternatives for r in results)
+    assert results[1].text == "" and results[3].text == ""
     for i in (0, 2, 4):
-        best = results[i][0]
+        best = results[i]
         assert isinstance(best.text, str)
         assert best.score < 0
         assert (
             len(best.tokens) <= int(1.5 * (len(task.src_tokenizer.encode(sentences[i])) + 1)) + 10
         )
     # Order and batching do not change a sentence's translation.
-    alone = task.translate([sentences[2]], beam_size=2, max_length=50)[0][0]
-    assert alone.text == results[2][0].text
-    assert alone.score == pytest.approx(results[2][0].score, abs=1e-4)
+    (alone,) = translator.translate([sentences[2]], beam=2, max_length=50)
+    assert alone.text == results[2].text
+    assert alone.score == pytest.approx(results[2].score, abs=1e-4)
 
 
-def test_translate_in_parallel_workers_like_one_batch_at_a_time(task, multi30k_lines):
+def test_translate_in_parallel_workers_like_one_batch_at_a_time(translator, multi30k_lines):
     """Small batches shared among one-core worker threads give the same n-best lists."""
     sentences = multi30k_lines["de"][:12] + [""]
-    kwargs = dict(beam_size=3, n_best=2, max_tokens=40, max_length=50)
-    alone = task.translate(sentences, workers=1, **kwargs)
+    kwargs = dict(beam=3, n_best=2, max_tokens=40, max_length=50)
+    alone = list(map(nbest, translator.translate(sentences, workers=1, **kwargs)))
     threads = torch.get_num_threads()
-    together = task.translate(sentences, workers=3, **kwargs)
+    together = list(map(nbest, translator.translate(sentences, workers=3, **kwargs)))
     assert torch.get_num_threads() == threads
     assert [[t.text for t in r] for r in together] == [[t.text for t in r] for r in alone]
     for mine, theirs in zip(together, alone):
@@ -102,28 +113,29 @@ def test_run_batches_passes_errors_on_and_restores_threads():
     assert [5] in done
 
 
-def test_translate_cuts_a_very_long_line(task, caplog):
+def test_translate_cuts_a_very_long_line(translator, task, caplog):
     line = " ".join(["Hund"] * 1000)
     assert len(task.src_tokenizer.encode(line)) >= 1000
     with caplog.at_level(logging.WARNING):
-        results = task.translate([line, "Ein Hund."], beam_size=1, max_length=60)
+        results = translator.translate([line, "Ein Hund."], beam=1, max_length=60)
     assert len(results) == 2
     assert any("cut to 60" in record.getMessage() for record in caplog.records)
-    assert len(results[0][0].tokens) <= int(1.5 * 61) + 10
-    assert task.source_pieces(line, max_length=60)[-1] == task.src_tokenizer.pieces([3])[0]
-    assert len(task.source_pieces(line, max_length=60)) == 61
+    assert len(results[0].tokens) <= int(1.5 * 61) + 10
+    pieces = translator.source_pieces(line, max_length=60)
+    assert pieces[-1] == task.src_tokenizer.pieces([3])[0] and len(pieces) == 61
 
 
-def test_translate_n_best_and_attention(task, multi30k_lines):
+def test_translate_n_best_and_attention(translator, multi30k_lines):
     sentences = [multi30k_lines["de"][3], "", multi30k_lines["de"][4]]
-    results = task.translate(sentences, beam_size=4, n_best=3, max_length=50, return_attention=True)
+    found = translator.translate(sentences, beam=4, n_best=3, max_length=50, attention=True)
+    results = list(map(nbest, found))
     assert [len(r) for r in results] == [3, 3, 3]
     assert all(t.text == "" for t in results[1])
     for i in (0, 2):
         scores = [t.score for t in results[i]]
         assert scores == sorted(scores, reverse=True)
         assert len({tuple(t.tokens) for t in results[i]}) == 3
-        columns = len(task.source_pieces(sentences[i]))
+        columns = len(translator.source_pieces(sentences[i]))
         for translation in results[i]:
             assert translation.attention.shape == (len(translation.tokens), columns)
 
@@ -152,8 +164,8 @@ def task_without_tokenisers(tokenizers) -> TranslationTask:
 
 def test_translate_without_tokenisers_says_so(toy_tokenizers):
     bare = task_without_tokenisers(toy_tokenizers)
-    with pytest.raises(RuntimeError, match="tokenisers"):
-        bare.translate(["Ein Hund."])
+    with pytest.raises(ValueError, match="^the model has no tokenisers: load it from a checkpoint"):
+        Translator(bare, [])
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
@@ -193,7 +205,7 @@ def trained_checkpoint(toy_data_dir, tmp_path_factory):
 
 def test_checkpoint_carries_tokenisers(trained_checkpoint, toy_tokenizers, multi30k_lines):
     path, trained = trained_checkpoint
-    stored = torch.load(path, map_location="cpu", weights_only=False)[CHECKPOINT_KEY]
+    stored = torch.load(path, map_location="cpu", weights_only=False)["seqtasks"]
     assert stored["task"] == "translation"
     assert stored["src_tokenizer"] == toy_tokenizers[0].proto
     assert stored["tgt_tokenizer"] == toy_tokenizers[1].proto
@@ -206,9 +218,9 @@ def test_checkpoint_carries_tokenisers(trained_checkpoint, toy_tokenizers, multi
     for name, tensor in trained.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor, msg=name)
     sentences = multi30k_lines["de"][10:13]
-    ours = trained.translate(sentences, beam_size=2, max_length=50)
-    theirs = loaded.translate(sentences, beam_size=2, max_length=50)
-    assert [r[0].text for r in theirs] == [r[0].text for r in ours]
+    ours = Translator(trained, []).translate(sentences, beam=2, max_length=50)
+    theirs = Translator(loaded, []).translate(sentences, beam=2, max_length=50)
+    assert [r.text for r in theirs] == [r.text for r in ours]
 
 
 def test_validation_scores_equal_scores_worked_out_another_way(
@@ -226,7 +238,8 @@ def test_validation_scores_equal_scores_worked_out_another_way(
 
     src_lines = (toy_data_dir / "val.de").read_text(encoding="utf-8").splitlines()
     ref_lines = (toy_data_dir / "val.en").read_text(encoding="utf-8").splitlines()
-    hypotheses = [model.translate([s], beam_size=2)[0][0].text for s in src_lines]
+    translator = Translator(model, [])
+    hypotheses = [translator.translate([s], beam=2)[0].text for s in src_lines]
     assert metrics["val/bleu"] == pytest.approx(
         sacrebleu.corpus_bleu(hypotheses, [ref_lines]).score
     )
@@ -251,7 +264,7 @@ def test_validation_scores_equal_scores_worked_out_another_way(
 def test_checkpoint_without_seqtasks_entry_is_rejected(trained_checkpoint, tmp_path):
     path, _ = trained_checkpoint
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    del checkpoint[CHECKPOINT_KEY]
+    del checkpoint["seqtasks"]
     foreign = tmp_path / "foreign.ckpt"
     torch.save(checkpoint, foreign)
     with pytest.raises(ValueError, match="not a translation checkpoint"):

@@ -2,11 +2,14 @@
 
 import seqtasks
 model = seqtasks.load("best.ckpt")             # a Translator, Parser or Captioner
-model.translate(["Ein Hund rennt."], beam=5)    # / .parse(sentences) / .caption(images)
+model.translate(["Ein Hund rennt."])           # / .parse(sentences) / .caption(images)
 """
 
+from seqtasks.api.captioner import Caption, Captioner
 from seqtasks.api.load import load
-from seqtasks.api.models import Caption, Captioner, Model, Parse, Parser, Translation, Translator
+from seqtasks.api.model import Model
+from seqtasks.api.parser import Parse, Parser
+from seqtasks.api.translator import Translation, Translator
 
 __all__ = [
     "Caption",

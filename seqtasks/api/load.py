@@ -6,17 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from seqtasks.api.models import Captioner, Model, Parser, Translator
+from seqtasks.api.captioner import Captioner
+from seqtasks.api.parser import Parser
+from seqtasks.api.translator import Translator
 from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import CheckpointError, load_task, read_checkpoint
+from seqtasks.registry import TASKS
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
-from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
-
-MODELS: dict[str, tuple[type[EncoderDecoderTask], type[Model]]] = {
-    "translation": (TranslationTask, Translator),
-    "parsing": (ParsingTask, Parser),
-    "captioning": (CaptioningTask, Captioner),
-}
 
 
 def load(
@@ -29,7 +25,7 @@ def load(
     Given several checkpoints, an ensemble: at every search step the members' log-probabilities
     are averaged (`seqtasks.search.ensemble`). Members may differ in architecture but must be of
     one task and share their vocabularies (and, for captioning, the image size); the first one's
-    search settings (length penalty, length limits) apply. With `task` ("translation",
+    search settings (`test_beam`, length penalty, length limits) apply. With `task` ("translation",
     "parsing", "captioning"), a checkpoint of another task is refused by name.
 
     Raises:
@@ -45,15 +41,15 @@ def load(
     if task is not None and found != task:
         raise CheckpointError(f"{paths[0]} is a {found} checkpoint, not a {task} one")
     task = found
-    task_class, model_class = MODELS[task]
-    members = [load_task(path, task_class, task, device) for path in paths]
+    entry = TASKS[task]
+    members = [load_task(path, entry.task_class(), task, device) for path in paths]
     first = members[0]
     if len(members) > 1:
         first.attach(
             EnsembleEncoder([m.encoder for m in members]),
             EnsembleDecoder([m.decoder for m in members]),
         )
-    return model_class(first.eval(), paths)
+    return entry.model_class()(first, paths)
 
 
 def members_task(paths: Sequence[Path]) -> str:
@@ -68,7 +64,7 @@ def members_task(paths: Sequence[Path]) -> str:
         raise CheckpointError("no checkpoint to load")
     stored = [read_checkpoint(path)["seqtasks"] for path in paths]
     task = stored[0]["task"]
-    if task not in MODELS:
+    if task not in TASKS:
         raise CheckpointError(f"{paths[0]}: a {task!r} checkpoint, which seqtasks cannot load")
     for path, entries in zip(paths[1:], stored[1:]):
         if entries["task"] != task:

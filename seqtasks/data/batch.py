@@ -161,6 +161,21 @@ def teacher_forcing(
     return torch.from_numpy(tgt_in), tgt_out
 
 
+def padded_batch(
+    index: Sequence[int],
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    src_text: list[str],
+    tgt_text: list[str],
+    padding: Padding = UNPADDED,
+) -> Batch:
+    """The `Batch` of examples `index` of a split: source + EOS, BOS + target, target + EOS,
+    each side's length padded by `padding`."""
+    src = pad(sources, padding, end=EOS_ID)
+    tgt_in, tgt_out = teacher_forcing(targets, padding)
+    return Batch(src, src != PAD_ID, tgt_in, tgt_out, torch.tensor(index), src_text, tgt_text)
+
+
 def _padded(rows: int, length: int) -> np.ndarray:
     """(rows, length) of PAD_ID."""
     return np.full((rows, length), PAD_ID, dtype=np.int64)

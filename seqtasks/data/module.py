@@ -12,7 +12,7 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
-from seqtasks.data.batch import UNPADDED, Padding, pin_for
+from seqtasks.data.batch import Padding, pin_for
 from seqtasks.data.batching import bucketed_loader
 
 log = logging.getLogger(__name__)
@@ -39,28 +39,36 @@ class BucketedData(L.LightningDataModule):
     either side) is skipped, and the module warns once with the counts of what it skipped and
     why (`report_skipped`); evaluation splits keep every example, so results stay aligned with
     their files. A task's module says how a split is read (`load_split`) and batched
-    (`collate`, which pads as `padding` says; the budget counts the padded lengths).
+    (`collate`, which pads as `self.padding` says; the budget counts the padded lengths).
+    These settings are every task's module's, declared here once: a module declares again only
+    those whose default differs, and takes the rest by keyword.
 
     Args:
-        train_split, val_split, test_split: the names of the splits (file stems).
+        train_split: the name (file stem) of the training split.
+        val_split: the name of the validation split.
+        test_split: the name of the split `test` and `predict` read.
         max_tokens: padded tokens per training batch (evaluation uses twice as many).
         max_length: the longest training example kept.
         num_workers: DataLoader worker processes.
         seed: seed of the batch order.
-        padding: how far batches are padded beyond their longest sequence (`Padding`).
+        pad_to_multiple: each side of a batch is padded to a multiple of this, or to the first
+            of `length_buckets` that holds it (`Padding`): few batch shapes, for torch.compile
+            and CUDA graphs on a GPU. 1 and no buckets (the default): to the longest sequence.
+        length_buckets: ascending lengths a batch's side is padded to (see `pad_to_multiple`).
         prefetch_factor: batches each worker prepares ahead (with `num_workers` > 0).
     """
 
     def __init__(
         self,
-        train_split: str,
-        val_split: str,
-        test_split: str,
-        max_tokens: int,
-        max_length: int,
-        num_workers: int,
-        seed: int,
-        padding: Padding = UNPADDED,
+        train_split: str = "train",
+        val_split: str = "val",
+        test_split: str = "test",
+        max_tokens: int = 4096,
+        max_length: int = 100,
+        num_workers: int = 0,
+        seed: int = 0,
+        pad_to_multiple: int = 1,
+        length_buckets: tuple[int, ...] = (),
         prefetch_factor: int = 2,
     ):
         super().__init__()
@@ -72,7 +80,8 @@ class BucketedData(L.LightningDataModule):
         }
         self.max_tokens, self.max_length = max_tokens, max_length
         self.num_workers, self.seed = num_workers, seed
-        self.padding, self.prefetch_factor = padding, prefetch_factor
+        self.padding = Padding(pad_to_multiple, tuple(length_buckets))
+        self.prefetch_factor = prefetch_factor
         self.datasets: dict[str, SplitDataset] = {}
 
     def load_split(self, split: str, train: bool) -> SplitDataset:

@@ -8,13 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-import torch
 from nltk import Tree
 
-from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, padded_batch
 from seqtasks.data.module import BucketedData, report_skipped
-from seqtasks.data.tokenizer import EOS_ID, PAD_ID
 from seqtasks.parsing.linearisation import linearise
 from seqtasks.parsing.trees import read_treebank, to_line
 from seqtasks.parsing.vocabulary import ParsingVocabulary
@@ -44,72 +43,44 @@ def collate(
             [u if random.random() < p else s for s, u, p in zip(e.src, e.unknown, e.drop)]
             for e in examples
         ]
-    src = pad(sources, padding, end=EOS_ID)
-    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples], padding)
-    return Batch(
-        src=src,
-        src_mask=src != PAD_ID,
-        tgt_in=tgt_in,
-        tgt_out=tgt_out,
-        index=torch.tensor(index),
-        src_text=[e.words for e in examples],
-        tgt_text=[e.tree for e in examples],
-    )
+    texts = [e.words for e in examples], [e.tree for e in examples]
+    return padded_batch(index, sources, [e.tgt for e in examples], *texts, padding)
 
 
 class ParsingData(BucketedData):
     """Cleaned trees, one per line, in `{split}.mrg` files of one folder, as written by
     `data_prep/ptb.py`. The vocabularies are built from the training split in `__init__`, so
     their sizes are known as soon as the module exists (the CLI links them into the model).
+    The settings not listed below are `BucketedData`'s, taken by keyword.
 
     Args:
         data_dir: the folder.
-        train_split, val_split, test_split: file stems of the splits.
+        val_split: file stem of the validation split.
         tags: write POS tags instead of `XX` (the model then tags as it parses).
         reverse: feed the words in reverse order.
         min_count: words seen fewer times in training are read as their unknown-word class.
         word_dropout: α; a training word seen c times is read as its class with probability
             α / (α + c) (0 turns word dropout off).
-        max_tokens: padded tokens per training batch (evaluation uses twice as many).
         max_length: training trees whose bracket sequence is longer than this, like trees
             without words, are skipped with a warning that counts them (evaluation keeps
             every tree).
-        num_workers: DataLoader worker processes.
-        seed: seed of the batch order.
-        pad_to_multiple, length_buckets, prefetch_factor: as in `TranslationData`.
     """
 
     def __init__(
         self,
         data_dir: str = "data/ptb",
-        train_split: str = "train",
         val_split: str = "dev",
-        test_split: str = "test",
         tags: bool = False,
         reverse: bool = False,
         min_count: int = 2,
         word_dropout: float = 0.25,
-        max_tokens: int = 4096,
         max_length: int = 1000,
-        num_workers: int = 0,
-        seed: int = 0,
-        pad_to_multiple: int = 1,
-        length_buckets: tuple[int, ...] = (),
-        prefetch_factor: int = 2,
+        **settings: Any,
     ):
-        super().__init__(
-            train_split,
-            val_split,
-            test_split,
-            max_tokens,
-            max_length,
-            num_workers,
-            seed,
-            Padding(pad_to_multiple, tuple(length_buckets)),
-            prefetch_factor,
-        )
+        super().__init__(val_split=val_split, max_length=max_length, **settings)
         self.data_dir = Path(data_dir)
         self.word_dropout = word_dropout
+        train_split = self.splits["fit"]
         train, empty, long = self.training_trees(train_split)
         reasons = {
             "without words": empty,

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-import torch
-
-from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, pad, teacher_forcing
+from seqtasks.data.batch import UNPADDED, Batch, Padding, ParallelDataset, padded_batch
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.text import read_parallel
-from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
+from seqtasks.data.tokenizer import SentencePieceTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -27,20 +26,11 @@ class Example:
 
 
 def collate(items: list[tuple[int, Example]], padding: Padding = UNPADDED) -> Batch:
-    """A padded `Batch`: source + EOS, BOS + target, target + EOS, each side's length padded
-    by `padding`."""
+    """The pairs as a `padded_batch`."""
     index, examples = zip(*items)
-    src = pad([e.src for e in examples], padding, end=EOS_ID)
-    tgt_in, tgt_out = teacher_forcing([e.tgt for e in examples], padding)
-    return Batch(
-        src=src,
-        src_mask=src != PAD_ID,
-        tgt_in=tgt_in,
-        tgt_out=tgt_out,
-        index=torch.tensor(index),
-        src_text=[e.src_text for e in examples],
-        tgt_text=[e.tgt_text for e in examples],
-    )
+    sources, targets = [e.src for e in examples], [e.tgt for e in examples]
+    texts = [e.src_text for e in examples], [e.tgt_text for e in examples]
+    return padded_batch(index, sources, targets, *texts, padding)
 
 
 def encode_source(tokenizer: SentencePieceTokenizer, text: str, max_length: int) -> list[int]:
@@ -59,21 +49,15 @@ class TranslationData(BucketedData):
     The tokenisers are loaded in `__init__`, so the vocabulary sizes are known as soon as the
     module exists (the CLI links them into the model).
 
+    Training pairs with a side longer than `max_length` subwords, like those with an empty
+    side, are skipped with a warning that counts them; evaluation sources are cut to it with a
+    warning. The settings not listed below are `BucketedData`'s, taken by keyword.
+
     Args:
         data_dir: the folder.
-        src_lang, tgt_lang: file suffixes of the two sides.
-        train_split, val_split, test_split: file stems of the splits.
-        max_tokens: padded tokens per training batch (evaluation uses twice as many).
-        max_length: training pairs with a side longer than this (in subwords), like those
-            with an empty side, are skipped with a warning that counts them; evaluation
-            sources are cut to it with a warning.
-        num_workers: DataLoader worker processes.
-        seed: seed of the batch order.
-        pad_to_multiple, length_buckets: each side of a batch is padded to a multiple of
-            `pad_to_multiple`, or to the first of `length_buckets` that holds it (`Padding`):
-            few batch shapes, for torch.compile and CUDA graphs on a GPU. 1 and none (the
-            default): to the longest sequence only.
-        prefetch_factor: batches each worker prepares ahead.
+        src_lang: file suffix of the source side.
+        tgt_lang: file suffix of the target side.
+        test_split: file stem of the test split.
     """
 
     def __init__(
@@ -81,28 +65,10 @@ class TranslationData(BucketedData):
         data_dir: str = "data/multi30k",
         src_lang: str = "de",
         tgt_lang: str = "en",
-        train_split: str = "train",
-        val_split: str = "val",
         test_split: str = "test_2016_flickr",
-        max_tokens: int = 4096,
-        max_length: int = 100,
-        num_workers: int = 0,
-        seed: int = 0,
-        pad_to_multiple: int = 1,
-        length_buckets: tuple[int, ...] = (),
-        prefetch_factor: int = 2,
+        **settings: Any,
     ):
-        super().__init__(
-            train_split,
-            val_split,
-            test_split,
-            max_tokens,
-            max_length,
-            num_workers,
-            seed,
-            Padding(pad_to_multiple, tuple(length_buckets)),
-            prefetch_factor,
-        )
+        super().__init__(test_split=test_split, **settings)
         self.data_dir = Path(data_dir)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.src_tokenizer = self._tokenizer(src_lang)

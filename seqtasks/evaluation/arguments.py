@@ -1,6 +1,7 @@
-"""The command line of `apps/evaluate.py`: its options for each task, and what a run reads and
+"""The command line of `seqtasks evaluate`: its options for each task, and what a run reads and
 writes, so that an output that would overwrite an input, or cannot be written, is refused before
-any model is loaded (docs/bad_input.md)."""
+any model is loaded (docs/bad_input.md). It imports no torch, so that `--help` answers at once;
+an option left out is None where its default is the model's or the data reader's own."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
+    add_beam_option,
     add_max_tokens_option,
     add_stop_option,
     check_outputs,
@@ -16,8 +18,6 @@ from seqtasks.cli.arguments import (
     positive_int,
     text_file,
 )
-from seqtasks.data.captions import TEST_IMAGES, VAL_IMAGES
-from seqtasks.evaluation.translation import output_paths
 
 
 def translation_groups(args: argparse.Namespace) -> list[list[Path]]:
@@ -34,6 +34,8 @@ def outputs_of(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
     """What the run writes, by option: checked before anything is read (`check_outputs`)."""
     if args.task != "translation":
         return {"--output": args.output}
+    from seqtasks.evaluation.translation import output_paths  # sacrebleu: after parsing
+
     names = [group_name(group) for group in args.groups]
     written = output_paths(args.output, names) if args.output else None
     return {"--output": written, "--length-plot": args.length_plot}
@@ -53,15 +55,15 @@ def inputs_of(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
 
 
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
-    """The arguments of `evaluate.py TASK …`, checked: buckets increase, outputs are safe to
-    write; for translation, `groups` holds the checkpoints of each model to score."""
-    parser = argparse.ArgumentParser(description=description)
+    """The arguments of `seqtasks evaluate TASK …`, checked: buckets increase, outputs are safe
+    to write; for translation, `groups` holds the checkpoints of each model to score."""
+    parser = argparse.ArgumentParser(prog="seqtasks evaluate", description=description)
     tasks = parser.add_subparsers(dest="task", required=True)
     translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
     translation.add_argument("--checkpoint", required=True, nargs="+", type=Path)
     translation.add_argument("--src", required=True, type=text_file)
     translation.add_argument("--ref", required=True, type=text_file)
-    translation.add_argument("--beam", type=positive_int, default=5)
+    add_beam_option(translation)
     add_stop_option(translation)
     add_max_tokens_option(translation)
     translation.add_argument(
@@ -84,7 +86,7 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     source = parsing.add_mutually_exclusive_group(required=True)
     source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
     source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
-    parsing.add_argument("--beam", type=positive_int, default=10)
+    add_beam_option(parsing)
     add_stop_option(parsing)
     parsing.add_argument(
         "--buckets",
@@ -107,11 +109,10 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     captioning.add_argument(
         "--val-images",
         type=non_negative_int,
-        default=VAL_IMAGES,
         help="split sizes for a source without splits",
     )
-    captioning.add_argument("--test-images", type=non_negative_int, default=TEST_IMAGES)
-    captioning.add_argument("--beam", type=positive_int, default=3)
+    captioning.add_argument("--test-images", type=non_negative_int)
+    add_beam_option(captioning)
     add_stop_option(captioning)
     captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
     captioning.add_argument(

@@ -34,14 +34,14 @@ def caption_images(
     model: Captioner,
     images: Sequence[CaptionedImage],
     batch_size: int,
-    beam: int,
+    beam: int | None,
     attention: bool,
     unreadable: Callable[[str], None],
     stop: str | None = None,
 ) -> tuple[list[CaptionedImage], list[Caption], dict[Path, str]]:
     """Caption every image that can be read, `batch_size` at a time; those that cannot are
-    passed to `unreadable` as they are found, and returned by path with the reason. `stop`:
-    beam search's stopping rule, if not the model's."""
+    passed to `unreadable` as they are found, and returned by path with the reason. `beam`
+    and `stop` (beam search's stopping rule): the model's where None."""
     kept, captions, errors = [], [], {}
     for start in range(0, len(images), batch_size):
         readable, pixels, failed = read_images(model, list(images[start : start + batch_size]))

@@ -19,9 +19,23 @@ import sys
 from pathlib import Path
 
 from seqtasks.export.staging import ExportError
-from seqtasks.io.checkpoint_files import CheckpointError
 
-__all__ = ["ExportError", "main"]
+__all__ = ["ExportError", "QUANTIZATIONS", "main"]
+
+# What `--quantization` accepts: "none" keeps float32 weights; the rest are CTranslate2's
+# weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`). Here, not beside the
+# export, so that `seqtasks export --help` imports no torch.
+QUANTIZATIONS = (
+    "none",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
 
 
 def folder_path(text: str) -> Path:
@@ -32,8 +46,6 @@ def folder_path(text: str) -> Path:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from seqtasks.export.ctranslate2 import QUANTIZATIONS
-
     parser = argparse.ArgumentParser(
         prog="seqtasks export", description=__doc__.split("\n\n")[0].replace("`", "")
     )
@@ -61,6 +73,7 @@ def main(argv: list[str]) -> int:
         print("error: --to ctranslate2 needs CTranslate2: pip install ctranslate2", file=sys.stderr)
         return 2
     from seqtasks.export.ctranslate2 import WEIGHTS, export_ctranslate2, unsupported_here
+    from seqtasks.io.checkpoint_files import CheckpointError
 
     try:
         out = export_ctranslate2(args.checkpoint, args.out, args.quantization, args.force)

@@ -5,8 +5,9 @@ was exported (`seqtasks_export.json`) and a README beside it. The weight mapping
 
 Refused, with the checkpoint and the reason named (`ExportError`): captioning and parsing
 checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two,
-`norm: resi_dual`, whose second residual stream CTranslate2 has no layer for, and
-`self_attention: linear`. OUT is checked before the checkpoint is read, and the free space for
+`norm: resi_dual`, whose second residual stream CTranslate2 has no layer for,
+`LinearSelfAttention`, and a cross-attention other than `MultiHeadAttention` with the
+self-attention's heads. OUT is checked before the checkpoint is read, and the free space for
 the model before a byte of it is written (`seqtasks.export.staging`).
 """
 
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from seqtasks.attention.linear import LinearSelfAttention
+from seqtasks.attention.multihead import MultiHeadAttention
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders.transformer import TransformerEncoder
+from seqtasks.export import QUANTIZATIONS
 from seqtasks.export.ctranslate2_spec import layer_norm_epsilons, transformer_spec
 from seqtasks.export.staging import (
     ExportError,
@@ -28,29 +31,12 @@ from seqtasks.export.staging import (
     staged_directory,
 )
 from seqtasks.io.checkpoint_files import checkpoint_task, load_task
+from seqtasks.registry import TASKS
 
-# What `--quantization` accepts: "none" keeps float32 weights; the rest are CTranslate2's
-# weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`).
-QUANTIZATIONS = (
-    "none",
-    "int8",
-    "int8_float32",
-    "int8_float16",
-    "int8_bfloat16",
-    "int16",
-    "float16",
-    "bfloat16",
-    "float32",
-)
 # What the weights are, in words, where the option's name does not say it.
 WEIGHTS = {"none": "float32, as trained"}
 # Room for config.json, seqtasks_export.json, the README and model.bin's variable names.
 SMALL_FILES = 1 << 16
-WHY_TRANSLATION_ONLY = {
-    "captioning": "its encoder reads images, and CTranslate2's Transformer reads tokens",
-    "parsing": "its search must follow the bracket grammar (a `Constraint`), which "
-    "CTranslate2's search cannot apply",
-}
 
 
 def load_translation_task(path: Path) -> Any:
@@ -61,14 +47,13 @@ def load_translation_task(path: Path) -> Any:
         ExportError: for a checkpoint of another task.
     """
     task = checkpoint_task(path)
-    if task != "translation":
-        why = WHY_TRANSLATION_ONLY.get(task, "only translation checkpoints can be exported")
+    entry = TASKS.get(task)
+    if entry is None or entry.not_exported is not None:
+        why = entry.not_exported if entry else "seqtasks does not know this task"
         raise ExportError(
             f"{path} is a {task} checkpoint and cannot be exported to CTranslate2: {why}"
         )
-    from seqtasks.tasks.translation import TranslationTask  # Lightning, only when needed
-
-    return load_task(path, TranslationTask, "translation")
+    return load_task(path, entry.task_class(), task)  # Lightning, only when needed
 
 
 def refusal(task: Any) -> str | None:
@@ -92,6 +77,15 @@ def refusal(task: Any) -> str | None:
             return (
                 f"its {role} uses norm: {part.stack.placement} (ResiDual), whose second residual "
                 "stream CTranslate2 has no layer for; only norm: post and pre can be exported"
+            )
+    heads = task.decoder.layers[0].self_attention.heads
+    for layer in task.decoder.layers:
+        cross = layer.cross_attention
+        if type(cross) is not MultiHeadAttention or cross.heads != heads:
+            return (
+                f"its decoder's cross_attention is a {type(cross).__name__} with {cross.heads} "
+                f"heads, and CTranslate2 runs MultiHeadAttention with the self-attention's "
+                f"{heads} heads only"
             )
     if len(epsilons := layer_norm_epsilons(task)) != 1:
         return f"its LayerNorms differ in epsilon ({sorted(epsilons)}); CTranslate2 takes one"
@@ -150,10 +144,10 @@ def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
     """What `seqtasks_export.json` records: the source, the architecture, seqtasks' search."""
     import ctranslate2
 
-    encoder, decoder = task.encoder, task.decoder
+    encoder, decoder, search = task.encoder, task.decoder, task.test_settings
     return {
         "exported_from": str(checkpoint),
-        "task": "translation",
+        "task": task.entry.name,
         "ctranslate2": ctranslate2.__version__,
         "quantization": quantization,
         "encoder": {
@@ -172,11 +166,11 @@ def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
         "share_embeddings": bool(task.hparams.get("share_embeddings", False)),
         "source_eos_added_by_model": True,
         "seqtasks_search": {
-            "length_alpha": task.length_alpha,
+            "length_alpha": search.length_alpha,
             "length_penalty": "Wu et al. 2016: ((5 + |Y|) / 6) ** length_alpha",
             "max_length": "int(max_length_ratio * (source pieces + 1)) + max_length_offset",
-            "max_length_ratio": task.max_length_ratio,
-            "max_length_offset": task.max_length_offset,
+            "max_length_ratio": search.max_length_ratio,
+            "max_length_offset": search.max_length_offset,
         },
     }
 
@@ -193,7 +187,7 @@ source = spm.SentencePieceProcessor(model_file="{name}/source.model")
 target = spm.SentencePieceProcessor(model_file="{name}/target.model")
 translator = ctranslate2.Translator("{name}")
 pieces = source.encode(["Ein Hund rennt durch den Schnee."], out_type=str)
-results = translator.translate_batch(pieces, beam_size=5)
+results = translator.translate_batch(pieces, beam_size={beam})
 print(target.decode(results[0].hypotheses[0]))
 ```
 
@@ -235,6 +229,11 @@ def export_ctranslate2(
         stored = metadata(task, checkpoint, quantization)
         (staging / "seqtasks_export.json").write_text(json.dumps(stored, indent=2) + "\n")
         weights = WEIGHTS.get(quantization, quantization)
-        readme = README.format(checkpoint=checkpoint.name, quantization=weights, name=folder.name)
+        readme = README.format(
+            checkpoint=checkpoint.name,
+            quantization=weights,
+            name=folder.name,
+            beam=task.test_settings.beam,  # the checkpoint's `test_beam`
+        )
         (staging / "README.md").write_text(readme, encoding="utf-8")
     return out

@@ -101,8 +101,9 @@ def translate_as_seqtasks(
     **options: Any,
 ) -> list[Decoded]:
     """Translate source pieces (without </s>: the exported model appends it) with
-    `translator` (a `ctranslate2.Translator` of an exported model) as `task.translate` would
-    with `beam_size` and the task's `length_alpha`, `max_length_ratio`, `max_length_offset`.
+    `translator` (a `ctranslate2.Translator` of an exported model) as seqtasks' `Translator`
+    would with `beam_size` and the model's `length_alpha`, `max_length_ratio`,
+    `max_length_offset` (its `search_settings()`).
 
     Sources are sorted by length and cut into batches of about `max_tokens` subwords, each
     searched under its longest sentence's limit. A sentence whose search ended before its own

@@ -30,6 +30,7 @@ Only what `ctranslate2.refusal` accepts is mapped here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,34 +86,45 @@ def _feed_forward(spec: Any, feed_forward: nn.Module, norm: nn.LayerNorm) -> Non
     _norm(spec.layer_norm, norm)
 
 
+def _stack(
+    spec_class: Any,
+    part: TransformerEncoder | TransformerDecoder,
+    fill_layer: Callable[[Any, nn.Module], None],
+) -> Any:
+    """`spec_class`'s spec of `part`: its inputs, each layer (`fill_layer`) and, for Pre-LN,
+    the stack's final LayerNorm."""
+    heads = part.layers[0].self_attention.heads
+    pre_norm = part.stack.placement == "pre"
+    spec = spec_class(len(part.layers), heads, pre_norm=pre_norm)
+    _inputs(spec, part)
+    for layer_spec, layer in zip(spec.layer, part.layers):
+        fill_layer(layer_spec, layer)
+    if pre_norm:
+        _norm(spec.layer_norm, part.stack.norm)
+    return spec
+
+
+def _encoder_layer(spec: Any, layer: nn.Module) -> None:
+    _attention(spec.self_attention, layer.self_attention, layer.residual_attention.norm)
+    _feed_forward(spec.ffn, layer.feed_forward, layer.residual_ff.norm)
+
+
+def _decoder_layer(spec: Any, layer: nn.Module) -> None:
+    _attention(spec.self_attention, layer.self_attention, layer.residual_self.norm)
+    _attention(spec.attention, layer.cross_attention, layer.residual_cross.norm)
+    _feed_forward(spec.ffn, layer.feed_forward, layer.residual_ff.norm)
+
+
 def encoder_spec(encoder: TransformerEncoder) -> Any:
     from ctranslate2.specs import TransformerEncoderSpec
 
-    heads = encoder.layers[0].self_attention.heads
-    pre_norm = encoder.stack.placement == "pre"
-    spec = TransformerEncoderSpec(len(encoder.layers), heads, pre_norm=pre_norm)
-    _inputs(spec, encoder)
-    for layer_spec, layer in zip(spec.layer, encoder.layers):
-        _attention(layer_spec.self_attention, layer.self_attention, layer.residual_attention.norm)
-        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.residual_ff.norm)
-    if pre_norm:
-        _norm(spec.layer_norm, encoder.stack.norm)
-    return spec
+    return _stack(TransformerEncoderSpec, encoder, _encoder_layer)
 
 
 def decoder_spec(decoder: TransformerDecoder) -> Any:
     from ctranslate2.specs import TransformerDecoderSpec
 
-    heads = decoder.layers[0].self_attention.heads
-    pre_norm = decoder.stack.placement == "pre"
-    spec = TransformerDecoderSpec(len(decoder.layers), heads, pre_norm=pre_norm)
-    _inputs(spec, decoder)
-    for layer_spec, layer in zip(spec.layer, decoder.layers):
-        _attention(layer_spec.self_attention, layer.self_attention, layer.residual_self.norm)
-        _attention(layer_spec.attention, layer.cross_attention, layer.residual_cross.norm)
-        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.residual_ff.norm)
-    if pre_norm:
-        _norm(spec.layer_norm, decoder.stack.norm)
+    spec = _stack(TransformerDecoderSpec, decoder, _decoder_layer)
     vocab = decoder.vocab_size
     if decoder.output is None:  # tied: logits = x Eᵀ, no bias
         spec.projection.weight = _array(decoder.embedding.weight[:vocab])

@@ -8,6 +8,7 @@ becomes −inf; the others keep theirs), e.g. to allow only well-formed bracket 
 
 from seqtasks.search.beam import STOPS, beam_search, check_stop, length_penalty
 from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
+from seqtasks.search.settings import SearchSettings
 from seqtasks.search.single_path import greedy, sample
 from seqtasks.search.workers import run_batches
 
@@ -15,6 +16,7 @@ __all__ = [
     "STOPS",
     "Constraint",
     "Hypothesis",
+    "SearchSettings",
     "beam_search",
     "check_stop",
     "greedy",

@@ -101,25 +101,15 @@ def bytes_per_token(
     return total
 
 
-def batch_tokens(
-    max_tokens: TokenBudget,
-    device: torch.device,
-    decoder: Decoder,
-    memory_dim: int,
-    beam: int,
-    ratio: float,
-    offset: int,
-    attention_sources: int | None = None,
-) -> int:
+def batch_tokens(max_tokens: TokenBudget, device: torch.device, per_token: float) -> int:
     """The source tokens per batch for `max_tokens`: itself when a number; for "auto", on a
-    CUDA device what `MEMORY_SHARE` of its free memory holds by `bytes_per_token` (free: what
-    the device has free plus what this process's allocator holds unused), within
-    `FEWEST_TOKENS` … `MOST_TOKENS`; elsewhere `CPU_TOKENS`."""
+    CUDA device what `MEMORY_SHARE` of its free memory holds at `per_token` bytes a token
+    (`bytes_per_token`; free: what the device has free plus what this process's allocator
+    holds unused), within `FEWEST_TOKENS` … `MOST_TOKENS`; elsewhere `CPU_TOKENS`."""
     if max_tokens != "auto":
         return max_tokens
     if device.type != "cuda":
         return CPU_TOKENS
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    per_token = bytes_per_token(decoder, memory_dim, beam, ratio, offset, attention_sources)
     return int(min(max(MEMORY_SHARE * free / per_token, FEWEST_TOKENS), MOST_TOKENS))

@@ -42,16 +42,22 @@ class EnsembleEncoder(Encoder):
 
     def __init__(self, members: list[Encoder]):
         super().__init__()
-        kinds = {member.reads for member in members}
-        if len(kinds) != 1:
-            raise ValueError(f"ensemble members read different inputs: {sorted(kinds)}")
+        self.reads = _agreed((member.reads for member in members), "read different inputs:")
         self.members = nn.ModuleList(members)
-        self.reads = members[0].reads
         self.out_dim = members[0].out_dim
         self.max_positions = _shortest(member.max_positions for member in members)
 
     def forward(self, *inputs: Any) -> EnsembleMemory:
         return EnsembleMemory.of(tuple(member(*inputs) for member in self.members))
+
+
+def _agreed(values: Iterable[Any], differ: str) -> Any:
+    """The one value every member has; else a ValueError: "ensemble members `differ`" and
+    the values."""
+    kinds = set(values)
+    if len(kinds) != 1:
+        raise ValueError(f"ensemble members {differ} {sorted(kinds)}")
+    return kinds.pop()
 
 
 def _shortest(limits: Iterable[int | None]) -> int | None:
@@ -73,11 +79,9 @@ class EnsembleDecoder(Decoder):
 
     def __init__(self, members: list[Decoder]):
         super().__init__()
-        sizes = {member.vocab_size for member in members}
-        if len(sizes) != 1:
-            raise ValueError(f"ensemble members have different vocabularies: sizes {sorted(sizes)}")
+        sizes = (member.vocab_size for member in members)
+        self.vocab_size = _agreed(sizes, "have different vocabularies: sizes")
         self.members = nn.ModuleList(members)
-        self.vocab_size = members[0].vocab_size
         self.gives_attention = all(member.gives_attention for member in members)
         self.max_positions = _shortest(member.max_positions for member in members)
 

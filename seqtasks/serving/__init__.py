@@ -13,22 +13,6 @@ set of checkpoints), `command` (the command line).
 docs/serving.md has the endpoints, the errors and the measured throughput.
 """
 
-from __future__ import annotations
-
-import sys
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`seqtasks serve …`: run the server until interrupted; 2 for bad arguments, checkpoints,
-    or a missing LitServe."""
-    try:
-        import litserve  # noqa: F401
-    except ModuleNotFoundError:
-        print("error: seqtasks serve needs LitServe: pip install litserve", file=sys.stderr)
-        return 2
-    from seqtasks.serving.command import main as serve
-
-    return serve(argv)
-
+from seqtasks.serving.command import main
 
 __all__ = ["main"]

@@ -1,16 +1,19 @@
-"""`seqtasks serve CKPT [CKPT ...]`: the command line of the server (docs/serving.md)."""
+"""`seqtasks serve CKPT [CKPT ...]`: the command line of the server (docs/serving.md).
+
+The parser imports neither torch nor LitServe, so that `--help` answers at once: an option left
+out is None, and `ServerSettings` and `Limits` give its default.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from seqtasks.cli.arguments import positive_int
-from seqtasks.devices import check_device
-from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.serving.endpoints import Limits
-from seqtasks.serving.server import ServerSettings, build_server, group_by_task, run
-from seqtasks.serving.workers import WorkerSetupError
+from seqtasks.cli.arguments import given, positive_int
+
+if TYPE_CHECKING:
+    from seqtasks.serving.server import ServerSettings
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe accepts
 
@@ -35,8 +38,6 @@ def port_number(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    limits = Limits()
-    settings = ServerSettings()
     p = argparse.ArgumentParser(
         prog="seqtasks serve",
         description="Serve checkpoints over HTTP with dynamic batching: POST /translate, /parse "
@@ -45,94 +46,107 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="+", metavar="CKPT", help="checkpoints to serve")
     p.add_argument("--port", type=port_number, default=8000)
     p.add_argument("--host", choices=HOSTS, default="127.0.0.1", help="0.0.0.0: every interface")
-    p.add_argument(
-        "--device", default=settings.device, help="auto, cpu, cuda (every GPU), cuda:N or mps"
-    )
+    p.add_argument("--device", help="auto (the default), cpu, cuda (every GPU), cuda:N or mps")
     p.add_argument(
         "--workers-per-device",
         type=positive_int,
-        default=settings.workers_per_device,
         help="worker processes per device and endpoint, each with its own copy of the model "
         "(on a CPU the cores are shared out among them)",
     )
     p.add_argument(
         "--max-batch-size",
         type=positive_int,
-        default=settings.max_batch_size,
         help="most requests one model call serves",
     )
     p.add_argument(
         "--batch-timeout",
         type=seconds,
-        default=settings.batch_timeout,
         help="seconds a batch waits for more requests once its first has come",
     )
     p.add_argument(
         "--max-sentences",
         type=positive_int,
-        default=limits.max_sentences,
         help="sentences per request",
     )
-    p.add_argument(
-        "--max-chars", type=positive_int, default=limits.max_chars, help="characters per sentence"
-    )
+    p.add_argument("--max-chars", type=positive_int, help="characters per sentence")
     p.add_argument(
         "--max-length",
         type=positive_int,
-        default=limits.max_length,
         help="source tokens per sentence: subwords (/translate) or words (/parse)",
     )
     p.add_argument(
         "--max-megapixels",
         type=positive_int,
-        default=limits.max_pixels // 10**6,
         help="largest image /caption decodes, in millions of pixels (a larger one gets 413)",
     )
     p.add_argument(
         "--max-payload-mb",
         type=positive_int,
-        default=settings.max_payload_mb,
         help="largest request body (an image upload), in MiB",
     )
     p.add_argument(
         "--timeout",
         type=seconds,
-        default=settings.timeout,
         help="seconds a request may wait in the queue before it gets 504",
     )
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     return p
 
 
+def settings_of(args: argparse.Namespace) -> ServerSettings:
+    """The server's settings: the options given, the defaults for the rest."""
+    from seqtasks.serving.endpoints import Limits
+    from seqtasks.serving.server import ServerSettings
+
+    megapixels = args.max_megapixels
+    limits = given(
+        max_sentences=args.max_sentences,
+        max_chars=args.max_chars,
+        max_length=args.max_length,
+        max_pixels=None if megapixels is None else megapixels * 10**6,
+    )
+    return ServerSettings(
+        limits=Limits(**limits),
+        **given(
+            device=args.device,
+            workers_per_device=args.workers_per_device,
+            max_batch_size=args.max_batch_size,
+            batch_timeout=args.batch_timeout,
+            timeout=args.timeout,
+            max_payload_mb=args.max_payload_mb,
+        ),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the server until interrupted; 0 then, 2 for bad arguments, a device that is not
-    here, bad checkpoints, or a worker that cannot set up."""
+    """Run the server until interrupted; 0 then, 2 for bad arguments, a missing LitServe, a
+    device that is not here, bad checkpoints, or a worker that cannot set up."""
     args = parser().parse_args(argv)
-    if args.batch_timeout >= args.timeout > 0:
+    try:
+        import litserve  # noqa: F401
+    except ModuleNotFoundError:
+        print("error: seqtasks serve needs LitServe: pip install litserve", file=sys.stderr)
+        return 2
+    from seqtasks.devices import check_device
+    from seqtasks.io.checkpoint_files import CheckpointError
+    from seqtasks.serving.server import build_server, group_by_task, run
+    from seqtasks.serving.workers import WorkerSetupError
+
+    settings = settings_of(args)
+    if settings.batch_timeout >= settings.timeout > 0:
         parser().error("--batch-timeout must be less than --timeout")
-    if args.batch_timeout == 0 and args.max_batch_size > 1:
+    if settings.batch_timeout == 0 and settings.max_batch_size > 1:
         parser().error(
             "--batch-timeout must be > 0 with --max-batch-size > 1: without one LitServe's "
             "batching loop polls its queue without pause, a whole core even when idle "
             "(--max-batch-size 1 serves one request at a time)"
         )
     try:
-        check_device(args.device)
+        check_device(settings.device)
         groups = group_by_task(args.checkpoints)
     except (CheckpointError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    settings = ServerSettings(
-        device=args.device,
-        workers_per_device=args.workers_per_device,
-        max_batch_size=args.max_batch_size,
-        batch_timeout=args.batch_timeout,
-        limits=Limits(
-            args.max_sentences, args.max_chars, args.max_length, args.max_megapixels * 10**6
-        ),
-        timeout=args.timeout,
-        max_payload_mb=args.max_payload_mb,
-    )
     try:
         server = build_server(groups, settings)
     except ValueError as error:

@@ -18,9 +18,15 @@ import torch
 from fastapi import Body
 from pydantic import ValidationError
 
+from seqtasks.search.settings import MAX_SOURCE_LENGTH
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.images import read_image
-from seqtasks.serving.requests import CaptionSettings, ParseRequest, TranslateRequest
+from seqtasks.serving.requests import (
+    CaptionSettings,
+    ParseRequest,
+    SearchRequest,
+    TranslateRequest,
+)
 from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import short_value
 from seqtasks.serving.workers import report_setup_failure
@@ -38,7 +44,7 @@ class Limits:
 
     max_sentences: int = 64
     max_chars: int = 2000
-    max_length: int = 250
+    max_length: int = MAX_SOURCE_LENGTH
     max_pixels: int = 50_000_000
 
 
@@ -110,19 +116,45 @@ class ModelEndpoint(BatchedEndpoint):
                 f"{self.limits.max_chars}",
             )
 
-    def check_length(self, index: int, length: int, unit: str) -> None:
+    def check_length(self, index: int, length: int) -> None:
         """Refuse (413) a sentence of more source tokens (`unit`) than the limit."""
         if length > self.limits.max_length:
             raise RequestError(
                 413,
-                f"sentence {index} has {length} {unit}; this server takes at most "
+                f"sentence {index} has {length} {self.unit}; this server takes at most "
                 f"{self.limits.max_length}",
             )
 
+    def job(self, inputs: list[Any], request: SearchRequest) -> Job:
+        """The request's inputs with the search settings it asks for, the model's where it
+        gives none (`Model.search_settings`); 422 for settings that cannot work together."""
+        try:
+            settings = self.model.search_settings(request.beam, request.n_best)
+        except ValueError as error:  # an n_best over the beam
+            raise RequestError(422, str(error)) from None
+        return Job(inputs, settings.beam, settings.n_best)
+
+    def check(self, request: TranslateRequest | ParseRequest) -> Job:
+        """Refuse (413) too many sentences, or one over the limits; the model's inputs (`read`)
+        as a job (an endpoint of other inputs overrides this)."""
+        self.check_count(request.sentences)
+        inputs = []
+        for i, sentence in enumerate(request.sentences):
+            self.check_chars(i, sentence)
+            source, length = self.read(i, sentence)
+            self.check_length(i, length)
+            inputs.append(source)
+        return self.job(inputs, request)
+
+    def read(self, index: int, sentence: Any) -> tuple[Any, int]:
+        """What the model is given for sentence `index`, and its length in `unit`."""
+        raise NotImplementedError
+
 
 class TranslateEndpoint(ModelEndpoint):
-    """POST /translate `{"sentences": [...], "beam": 5, "n_best": 1}` ->
-    `{"translations": [{"text": ..., "score": ...}, ...]}`, one per sentence, in order."""
+    """POST /translate `{"sentences": [...], "beam": 5, "n_best": 1}` (beam and n_best: the
+    checkpoint's unless given) -> `{"translations": [{"text": ..., "score": ...}, ...]}`, one
+    per sentence, in order."""
 
     path = "/translate"
     unit = "subwords"
@@ -130,13 +162,8 @@ class TranslateEndpoint(ModelEndpoint):
     def decode_request(self, request: TranslateRequest) -> Job | RequestError:
         return super().decode_request(request)
 
-    def check(self, request: TranslateRequest) -> Job:
-        self.check_count(request.sentences)
-        for i, sentence in enumerate(request.sentences):
-            self.check_chars(i, sentence)
-            subwords = self.model.task.src_tokenizer.encode(sentence.strip())
-            self.check_length(i, len(subwords), "subwords")
-        return Job(request.sentences, request.beam, request.n_best)
+    def read(self, index: int, sentence: str) -> tuple[str, int]:
+        return sentence, len(self.model.task.src_tokenizer.encode(sentence.strip()))
 
     def run(self, inputs: list[str], beam: int, n_best: int) -> list[Any]:
         return self.model.translate(
@@ -148,8 +175,9 @@ class TranslateEndpoint(ModelEndpoint):
 
 
 class ParseEndpoint(ModelEndpoint):
-    """POST /parse `{"sentences": [...], "beam": 10}` -> `{"trees": ["(TOP (S ...))", ...],
-    "scores": [...]}`, one per sentence, in order."""
+    """POST /parse `{"sentences": [...], "beam": 10}` (beam and n_best: the checkpoint's unless
+    given) -> `{"trees": ["(TOP (S ...))", ...], "scores": [...]}`, one per sentence, in
+    order."""
 
     path = "/parse"
     unit = "words"
@@ -157,17 +185,12 @@ class ParseEndpoint(ModelEndpoint):
     def decode_request(self, request: ParseRequest) -> Job | RequestError:
         return super().decode_request(request)
 
-    def check(self, request: ParseRequest) -> Job:
-        self.check_count(request.sentences)
-        words = []
-        for i, sentence in enumerate(request.sentences):
-            self.check_chars(i, sentence)
-            try:
-                words.append(self.model.tokens(sentence, i))
-            except (TypeError, ValueError) as error:  # not text, or a token that is no word
-                raise RequestError(422, str(error)) from None
-            self.check_length(i, len(words[-1]), "words")
-        return Job(words, request.beam, request.n_best)
+    def read(self, index: int, sentence: str | list[str]) -> tuple[list[str], int]:
+        try:
+            words = self.model.tokens(sentence, index)
+        except (TypeError, ValueError) as error:  # not text, or a token that is no word
+            raise RequestError(422, str(error)) from None
+        return words, len(words)
 
     def run(self, inputs: list[list[str]], beam: int, n_best: int) -> list[Any]:
         return self.model.parse(inputs, beam=beam, n_best=n_best)
@@ -186,7 +209,8 @@ class ParseEndpoint(ModelEndpoint):
 
 class CaptionEndpoint(ModelEndpoint):
     """POST /caption with an image as the body, or a multipart form with an `image` file and
-    optional `beam`, `n_best` fields -> `{"caption": ..., "score": ...}`."""
+    optional `beam`, `n_best` fields (the checkpoint's unless given) -> `{"caption": ...,
+    "score": ...}`."""
 
     path = "/caption"
 
@@ -200,7 +224,7 @@ class CaptionEndpoint(ModelEndpoint):
             raise RequestError(422, str(error)) from None
         settings = form_settings(upload.fields)
         pixels = read_image(self.model, upload.image, self.limits.max_pixels)  # (3, S, S)
-        return Job([pixels], settings.beam, settings.n_best)
+        return self.job([pixels], settings)
 
     def run(self, inputs: list[torch.Tensor], beam: int, n_best: int) -> list[Any]:
         return self.model.caption(torch.stack(inputs), beam=beam, n_best=n_best)
@@ -244,10 +268,3 @@ def default_threads(workers_per_device: int) -> int:
     """Torch threads for each CPU worker: torch's default (the cores, or OMP_NUM_THREADS),
     shared out among the workers of a device."""
     return max(1, torch.get_num_threads() // workers_per_device)
-
-
-ENDPOINTS: dict[str, type[ModelEndpoint]] = {
-    "translation": TranslateEndpoint,
-    "parsing": ParseEndpoint,
-    "captioning": CaptionEndpoint,
-}

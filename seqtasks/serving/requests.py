@@ -22,9 +22,10 @@ MAX_BEAM = 16
 SEND_JSON = "send a JSON object, with Content-Type: application/json"
 
 
-def search_width(default: int) -> int:
-    """A beam or n-best size field: a JSON integer from 1 to MAX_BEAM (not "5", 5.5 or true)."""
-    return Field(default, strict=True, ge=1, le=MAX_BEAM)
+def search_width() -> int | None:
+    """A beam or n-best size field: a JSON integer from 1 to MAX_BEAM (not "5", 5.5 or true),
+    or none for the model's."""
+    return Field(None, strict=True, ge=1, le=MAX_BEAM)
 
 
 def unreadable_body(error: BaseException, send: str = SEND_JSON) -> str | None:
@@ -42,12 +43,13 @@ def unreadable_body(error: BaseException, send: str = SEND_JSON) -> str | None:
 
 
 class SearchRequest(BaseModel):
-    """Search settings every endpoint takes: `beam` and how many results of it (`n_best`)."""
+    """Search settings every endpoint takes: `beam` and how many results of it (`n_best`),
+    each the model's when not given (the endpoint refuses an n_best over the beam)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    beam: int
-    n_best: int = search_width(1)
+    beam: int | None = search_width()
+    n_best: int | None = search_width()
 
     @model_validator(mode="before")
     @classmethod
@@ -62,18 +64,11 @@ class SearchRequest(BaseModel):
         except (ValueError, RecursionError) as error:
             raise ValueError(unreadable_body(error)) from None
 
-    @model_validator(mode="after")
-    def n_best_within_beam(self) -> "SearchRequest":
-        if self.n_best > self.beam:
-            raise ValueError(f"n_best ({self.n_best}) cannot exceed beam ({self.beam})")
-        return self
-
 
 class TranslateRequest(SearchRequest):
     """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1}`: raw sentences."""
 
     sentences: list[str] = Field(min_length=1)
-    beam: int = search_width(5)
 
     @field_validator("sentences")
     @classmethod
@@ -89,7 +84,6 @@ class ParseRequest(SearchRequest):
     without white space)."""
 
     sentences: list[str | list[str]] = Field(min_length=1)
-    beam: int = search_width(10)
 
     @field_validator("sentences")
     @classmethod
@@ -106,5 +100,3 @@ class ParseRequest(SearchRequest):
 
 class CaptionSettings(SearchRequest):
     """The form fields an image upload may carry beside the image (`beam`, `n_best`)."""
-
-    beam: int = search_width(3)

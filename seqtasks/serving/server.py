@@ -25,8 +25,9 @@ from fastapi.responses import JSONResponse
 from seqtasks.api.load import members_task
 from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import checkpoint_task
+from seqtasks.registry import TASKS
 from seqtasks.serving import validation
-from seqtasks.serving.endpoints import ENDPOINTS, Limits, default_threads
+from seqtasks.serving.endpoints import Limits, ModelEndpoint, default_threads
 from seqtasks.serving.workers import CheckedServer
 
 
@@ -75,7 +76,7 @@ def accelerator(device: str) -> tuple[str, int | list[int] | str]:
 
 def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.LitServer:
     """A LitServer with one endpoint per task of `groups` (unknown tasks refused)."""
-    unknown = sorted(set(groups) - set(ENDPOINTS))
+    unknown = sorted(set(groups) - set(TASKS))
     if unknown:
         raise ValueError(f"cannot serve {', '.join(unknown)} checkpoints")
     kind, devices = accelerator(settings.device)
@@ -83,7 +84,7 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
     with warnings.catch_warnings():  # with --max-batch-size 1, LitServe never batches: fine
         warnings.filterwarnings("ignore", "The LitServer has both batch and unbatch")
         apis = [
-            ENDPOINTS[task](
+            endpoint(task)(
                 paths,
                 settings.limits,
                 threads,
@@ -108,17 +109,23 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
 
 def add_missing_endpoints(server: ls.LitServer, groups: dict[str, list[str]]) -> None:
     """Routes for the endpoints of the tasks not loaded, answering 404 with what is served."""
-    served = ", ".join(f"POST {ENDPOINTS[task].path}" for task in groups)
-    for task, endpoint in ENDPOINTS.items():
+    served = ", ".join(f"POST {endpoint(task).path}" for task in groups)
+    for task in TASKS:
         if task in groups:
             continue
+        path = endpoint(task).path
         message = (
-            f"this server has no {task} model, so no {endpoint.path}: it serves {served}. "
-            f"Start it with a {task} checkpoint to have {endpoint.path}."
+            f"this server has no {task} model, so no {path}: it serves {served}. "
+            f"Start it with a {task} checkpoint to have {path}."
         )
         server.app.add_api_route(
-            endpoint.path, _not_found(message), methods=["POST"], include_in_schema=False
+            path, _not_found(message), methods=["POST"], include_in_schema=False
         )
+
+
+def endpoint(task: str) -> type[ModelEndpoint]:
+    """The endpoint class of `task` (`seqtasks.registry`)."""
+    return TASKS[task].endpoint_class()
 
 
 def _not_found(message: str):

@@ -10,29 +10,29 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
-from seqtasks.search import Constraint, Hypothesis, beam_search, check_stop, greedy, max_lengths
-from seqtasks.tasks.checkpointing import CheckpointHooks
+from seqtasks.search import Constraint, Hypothesis, SearchSettings, beam_search, greedy, max_lengths
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
-from seqtasks.training.clipping import clip_gradients
+from seqtasks.training.checkpoint_hooks import CheckpointHooks
 from seqtasks.training.compiling import CompileMode, compile_parts
-from seqtasks.training.finite import LossWatch
+from seqtasks.training.hooks import TrainingHooks
 from seqtasks.training.positions import check_positions
-from seqtasks.training.schedules import optimizer_config, step_plateaus
+
+Losses = list[tuple[float, int]]  # per example: its objective summed over its tokens, and how many
 
 
-class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
+class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
     """What every task shares; a subclass builds its parts with `build_parts`, turns decoded
     batches into its records (`evaluation_records`) and says how it scores them (`Scores`).
     The settings below are every task's (by keyword, in YAML as the task's own `init_args`);
-    a task declares again only those whose default differs. What its checkpoints hold and
+    a task declares again only those whose default differs. What must hold in every fit (the
+    loss watch, stopping, schedules, clipping): `TrainingHooks`; what its checkpoints hold and
     must fit: `CheckpointHooks`.
 
     Args:
@@ -43,7 +43,8 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
             step), any other scheduler every training step.
         monitor: the validation metric that plateau scheduling uses (and configs checkpoint on).
         val_beam: beam size when decoding the validation set (1 = greedy).
-        test_beam: beam size when decoding the test set and in `predict`.
+        test_beam: beam size when decoding the test set, in `predict`, and by default in
+            `seqtasks.load`'s models, the server and evaluation (their `test_settings`).
         length_alpha: α of the length penalty in beam search.
         beam_stop: when beam search ends an input, "exact" or "heuristic" (`beam_search`).
         max_length_ratio, max_length_offset: outputs are cut at ratio · input length + offset.
@@ -80,12 +81,12 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.monitor = monitor
-        self.val_beam, self.test_beam = val_beam, test_beam
-        self.length_alpha = length_alpha
-        self.beam_stop = check_stop(beam_stop, "beam_stop")
-        self.max_length_ratio, self.max_length_offset = max_length_ratio, max_length_offset
+        # the search settings of validation, and of testing, `predict` and `seqtasks.load`
+        search = (length_alpha, beam_stop, max_length_ratio, max_length_offset)
+        yaml = {"stop": "beam_stop"}  # the messages name the settings as the config does
+        self.val_settings = SearchSettings(val_beam, *search, names={**yaml, "beam": "val_beam"})
+        self.test_settings = SearchSettings(test_beam, *search, names={**yaml, "beam": "test_beam"})
         self.val_scores, self.test_scores = self.Scores(), self.Scores()
-        self.loss_watch = LossWatch()
 
     # ---- the parts --------------------------------------------------------------------------
     def build_parts(
@@ -143,70 +144,34 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
         memory, output = self.teacher_forced(batch)
         loss = self.loss(output, batch.tgt_out, memory.mask)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
-        self.loss_watch.observe(loss, self.global_step, batch_idx)
-        # Reading the result back waits for the device: each step only where that costs nothing
-        if (
-            loss.device.type == "cpu"
-            or (self.global_step + 1) % self.trainer.log_every_n_steps == 0
-        ):
-            self.loss_watch.check()
+        self.watch_loss(loss, batch_idx)
         return loss
-
-    def on_validation_start(self) -> None:
-        self.loss_watch.check()
-
-    def on_train_end(self) -> None:
-        self.loss_watch.check()
-
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        # Lightning validates at `max_steps` only if it falls on a validation interval; asking it
-        # to stop makes it validate first, so a short run still leaves a scored best checkpoint.
-        if 0 < self.trainer.max_steps <= self.global_step:
-            self.trainer.should_stop = True
-
-    def parameter_groups(self) -> Any:
-        """What the optimiser is built from: all parameters, or groups with their own settings."""
-        return self.parameters()
-
-    def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer(self.parameter_groups())
-        scheduler = None if self.lr_scheduler is None else self.lr_scheduler(optimizer)
-        return optimizer_config(optimizer, scheduler, self.monitor)
-
-    def configure_gradient_clipping(
-        self, optimizer: Any, gradient_clip_val: Any = None, gradient_clip_algorithm: Any = None
-    ) -> None:
-        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
-
-    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
-        if not isinstance(scheduler, ReduceLROnPlateau):  # stepped by `step_plateaus`
-            super().lr_scheduler_step(scheduler, metric)
 
     # ---- evaluation: a record per example, scored once per split ----------------------------
     def evaluation_records(
-        self, batch: Any, memory: Memory, beam: int, losses: list[tuple[float, int]]
+        self, batch: Any, memory: Memory, settings: SearchSettings, losses: Losses
     ) -> list[Any]:
-        """The batch decoded (with `beam`) as the task's records; `losses` has, per example,
+        """The batch decoded (with `settings`) as the task's records; `losses` has, per example,
         its objective summed over its target tokens and their number."""
         raise NotImplementedError
 
-    def _evaluate(self, batch: Any, scores: RecordMetric, beam: int) -> None:
+    def _evaluate(self, batch: Any, scores: RecordMetric, settings: SearchSettings) -> None:
         """The teacher-forced loss and a search, from one encoding of the batch."""
         memory, output = self.teacher_forced(batch)
         objective = self.objective(output, batch.tgt_out, memory.mask).tolist()
         tokens = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-        scores.update(self.evaluation_records(batch, memory, beam, list(zip(objective, tokens))))
+        records = self.evaluation_records(batch, memory, settings, list(zip(objective, tokens)))
+        scores.update(records)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_scores, self.val_beam)
+        self._evaluate(batch, self.val_scores, self.val_settings)
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_scores, self.test_beam)
+        self._evaluate(batch, self.test_scores, self.test_settings)
 
     def on_validation_epoch_end(self) -> None:
         self._log_scores(self.val_scores, "val")
-        if self.trainer.state.fn == "fit" and not self.trainer.sanity_checking:
-            step_plateaus(self.trainer, self.monitor)
+        super().on_validation_epoch_end()  # plateau schedulers step on what was just logged
 
     def on_test_epoch_end(self) -> None:
         self._log_scores(self.test_scores, "test")
@@ -226,24 +191,22 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
 
     # ---- decoding ---------------------------------------------------------------------------
     @torch.no_grad()
-    def decode(self, src: Tensor, src_mask: Tensor, *search: Any) -> list[list[Hypothesis]]:
-        """Encode a padded batch and `search` (beam size, n-best, attention) from it."""
-        return self.search(self.encoder(src, src_mask), *search)
+    def decode(
+        self, src: Tensor, mask: Tensor, settings: SearchSettings, return_attention: bool = False
+    ) -> list[list[Hypothesis]]:
+        """Encode a padded batch and `search` from it."""
+        return self.search(self.encoder(src, mask), settings, return_attention)
 
     @torch.no_grad()
     def search(
-        self,
-        memory: Memory,
-        beam_size: int = 1,
-        n_best: int = 1,
-        return_attention: bool = False,
-        stop: str | None = None,
+        self, memory: Memory, settings: SearchSettings, return_attention: bool = False
     ) -> list[list[Hypothesis]]:
-        """Greedy search for one beam and one output, batched beam search otherwise (the
-        task's length penalty; its `beam_stop` rule unless `stop` names another), within
-        `search_limits` and under `search_constraint`."""
-        limits, constraint = self.search_limits(memory), self.search_constraint(memory)
-        if beam_size == 1 and n_best == 1:
+        """Per input, its `settings.n_best` outputs, best first: greedy search for one beam and
+        one output, batched beam search otherwise, within `search_limits` and under
+        `search_constraint`."""
+        limits = self.search_limits(memory, settings)
+        constraint = self.search_constraint(memory)
+        if settings.greedy:
             return greedy(
                 self.decoder, memory, BOS_ID, EOS_ID, limits, return_attention, constraint
             )
@@ -253,19 +216,18 @@ class EncoderDecoderTask(CheckpointHooks, L.LightningModule):
             BOS_ID,
             EOS_ID,
             limits,
-            beam_size,
-            self.length_alpha,
-            n_best,
+            settings.beam,
+            settings.length_alpha,
+            settings.n_best,
             return_attention,
             constraint,
-            self.beam_stop if stop is None else check_stop(stop, "stop"),
+            settings.stop,
         )
 
-    def search_limits(self, memory: Memory) -> Tensor:
+    def search_limits(self, memory: Memory, settings: SearchSettings) -> Tensor:
         """(B,) output length limits: ratio · input length + offset, at most the decoder's."""
-        return max_lengths(
-            memory, self.max_length_ratio, self.max_length_offset, self.decoder.max_positions
-        )
+        ratio, offset = settings.max_length_ratio, settings.max_length_offset
+        return max_lengths(memory, ratio, offset, self.decoder.max_positions)
 
     def search_constraint(self, memory: Memory) -> Constraint | None:
         """What the outputs must obey (a task with an output grammar overrides this)."""

@@ -5,37 +5,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from seqtasks.data.captioning import CaptionBatch
 from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
-from seqtasks.io.checkpoint_files import stored_entries
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.shapes import judge
 from seqtasks.metrics.split_scores import Captioned, CaptionScores
-from seqtasks.search.hypothesis import Hypothesis
-from seqtasks.tasks.base import EncoderDecoderTask
-
-CHECKPOINT_KEY = "seqtasks"
-
-
-@dataclass
-class Caption:
-    """One caption: its text, its words, its score, the attention behind each word over the
-    image's (H, W) grid when asked for, and the rest of an n-best list in `alternatives`."""
-
-    text: str
-    words: list[str]  # one per row of `attention`
-    score: float
-    attention: Tensor | None = field(default=None, repr=False)  # (len(words), L), L = H·W
-    grid: tuple[int, int] | None = None  # (H, W)
-    alternatives: list[Caption] = field(default_factory=list)
+from seqtasks.registry import CAPTIONING
+from seqtasks.search import SearchSettings
+from seqtasks.tasks.base import EncoderDecoderTask, Losses
+from seqtasks.tasks.stored import StoredEntries
 
 
 def _without_pretrained(factory: Any) -> Any:
@@ -48,12 +33,13 @@ def _without_pretrained(factory: Any) -> Any:
     return factory
 
 
-class CaptioningTask(EncoderDecoderTask):
+class CaptioningTask(StoredEntries, EncoderDecoderTask):
     """Caption images with an image encoder and any decoder; validate with CIDEr-D.
 
     The word vocabulary and the image size come from the DataModule when training starts and
-    are stored in every checkpoint, so `CaptioningTask.load_from_checkpoint(path)` is all an app
-    needs. With a frozen backbone the DataModule serves cached feature maps instead of images
+    are stored in every checkpoint, so `CaptioningTask.load_from_checkpoint(path)` (or
+    `seqtasks.load`, which captions with it: `seqtasks.api.Captioner`) is all an app needs.
+    With a frozen backbone the DataModule serves cached feature maps instead of images
     (`CaptionData.use_features`). On the shapes world validation also reports exact match,
     truthfulness and the attention hit rate (`seqtasks.metrics.shapes`).
 
@@ -63,14 +49,15 @@ class CaptioningTask(EncoderDecoderTask):
         tgt_vocab_size: linked from the DataModule by the CLI.
         max_caption_length: decoding stops after this many words.
         attention_penalty: λ of the doubly stochastic attention, 1 as in Xu et al.
-        (the rest `EncoderDecoderTask`'s, by keyword, among them `entropy_weight` and
-        `reward_scale`, the REINFORCE terms of hard attention, `seqtasks.tasks.objective`,
-        for which the authors' code uses 0.002 and 0.1; length_alpha 0 ranks beams by
-        log-probability)
+        **settings: the rest `EncoderDecoderTask`'s, by keyword, among them `entropy_weight` and
+            `reward_scale`, the REINFORCE terms of hard attention, `seqtasks.tasks.objective`, for
+            which the authors' code uses 0.002 and 0.1; length_alpha 0 ranks beams by log-
+            probability
     """
 
     reads = "images"
     Scores = CaptionScores
+    entry = CAPTIONING
 
     def __init__(
         self,
@@ -122,26 +109,22 @@ class CaptioningTask(EncoderDecoderTask):
             )
         self.tokenizer, self.image_size = tokenizer, image_size
 
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+    def stored(self) -> dict[str, Any] | None:
         if self.tokenizer is None:
-            raise RuntimeError("cannot save a captioning checkpoint without its vocabulary")
+            return None
+        return {"vocabulary": self.tokenizer.vocabulary, "image_size": self.image_size}
+
+    def restore(self, entries: dict[str, Any]) -> None:
+        self.set_preprocessing(WordTokenizer(entries["vocabulary"]), entries["image_size"])
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
-        checkpoint[CHECKPOINT_KEY] = {
-            "task": "captioning",
-            "vocabulary": self.tokenizer.vocabulary,
-            "image_size": self.image_size,
-        }
         # The state dict holds the encoder's weights, so rebuilding it from the checkpoint must
         # not fetch pretrained ones (from the network, or a package the app may not have).
         hparams = checkpoint.get("hyper_parameters", {})
         if "encoder" in hparams:
             encoder = _without_pretrained(hparams["encoder"])
             checkpoint["hyper_parameters"] = {**hparams, "encoder": encoder}
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        vocabulary, size = stored_entries(checkpoint, "captioning", ("vocabulary", "image_size"))
-        self.set_preprocessing(WordTokenizer(vocabulary), size)
-        super().on_load_checkpoint(checkpoint)
 
     # ---- training and evaluation ------------------------------------------------------------
     def encode(self, batch: CaptionBatch) -> Memory:
@@ -154,12 +137,12 @@ class CaptioningTask(EncoderDecoderTask):
         return [group for group in groups if group["params"]]
 
     def evaluation_records(
-        self, batch: CaptionBatch, memory: Memory, beam: int, losses: list[tuple[float, int]]
+        self, batch: CaptionBatch, memory: Memory, settings: SearchSettings, losses: Losses
     ) -> list[Captioned]:
         """Captions; on the shapes world (scenes known) also read against the scene."""
         shapes = batch.scenes[0] is not None
         records = []
-        for i, nbest in enumerate(self.search(memory, beam, return_attention=shapes)):
+        for i, nbest in enumerate(self.search(memory, settings, return_attention=shapes)):
             best = nbest[0]
             loss, tokens = losses[i]
             record = Captioned(
@@ -180,41 +163,8 @@ class CaptioningTask(EncoderDecoderTask):
 
     def predict_step(self, batch: CaptionBatch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, caption) for each image of the batch."""
-        hypotheses = self.search(self.encode(batch), beam_size=self.test_beam)
+        hypotheses = self.search(self.encode(batch), self.test_settings)
         return [
             (int(i), self.tokenizer.decode(nbest[0].tokens))
             for i, nbest in zip(batch.index, hypotheses)
         ]
-
-    # ---- the API the apps use -------------------------------------------------------------------
-    @torch.no_grad()
-    def caption(
-        self,
-        images: Tensor,
-        beam_size: int = 3,
-        return_attention: bool = False,
-        n_best: int = 1,
-        stop: str | None = None,
-    ) -> list[Caption]:
-        """(B, 3, S, S) RGB in [0, 1], S = `image_size` -> one caption per image, with
-        `n_best` − 1 `alternatives`; `stop`: beam search's stopping rule, if not the task's
-        `beam_stop`."""
-        if self.tokenizer is None:
-            raise RuntimeError("the model has no vocabulary: load it from a checkpoint")
-        self.eval()
-        memory = self.encoder(images.to(self.device))
-        hypotheses = self.search(memory, beam_size, n_best, return_attention, stop)
-        captions = []
-        for nbest in hypotheses:
-            best, *others = [self._caption(h, memory.grid) for h in nbest]
-            captions.append(replace(best, alternatives=others))
-        return captions
-
-    def _caption(self, hypothesis: Hypothesis, grid: tuple[int, int]) -> Caption:
-        return Caption(
-            text=self.tokenizer.decode(hypothesis.tokens),
-            words=self.tokenizer.pieces(hypothesis.tokens),
-            score=hypothesis.score,
-            attention=hypothesis.attention,
-            grid=grid,
-        )

@@ -5,7 +5,7 @@ every step (a GPU then idles while the next batch is prepared). `LossWatch` keep
 on the loss's device (was any loss non-finite, the first one, its step and batch) with tensor
 operations only, and reads it back when asked: each step on the CPU, where reading costs
 nothing, and every `log_every_n_steps` steps, before each validation and checkpoint and at the
-end of training elsewhere (`TaskBase`), so no checkpoint is written after a bad step.
+end of training elsewhere (`TrainingHooks`), so no checkpoint is written after a bad step.
 """
 
 from __future__ import annotations

@@ -19,12 +19,12 @@ class ShardedTranslationData(TranslationData):
     only each pair's length and place in a batch (12 bytes a pair). Validation and test read
     the `{split}.{lang}` files of `data_dir` as `TranslationData` does (they are small, and
     BLEU needs their references). The sentencepiece models are `data_dir`'s, and must be the
-    ones the shards were written with.
+    ones the shards were written with. The other settings are `TranslationData`'s, by keyword:
+    `max_length` at most the limit the shards were written with, a lower one leaving out the
+    longer pairs; `train_split` unused.
 
     Args:
         shard_dir: the shard folder (default `data_dir`/shards).
-        (the rest `TranslationData`'s, by keyword; `max_length` at most the limit the shards
-        were written with, a lower one leaving out the longer pairs; `train_split` unused)
     """
 
     def __init__(

@@ -6,9 +6,8 @@ refused in one line before anything is restored (`seqtasks.training.compatibilit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from seqtasks.tasks.objective import Objective
 from seqtasks.training.checkpoints import refuse_non_finite
 from seqtasks.training.compatibility import check_resumable, check_weights, training_layout
 from seqtasks.training.finite import LossWatch
@@ -18,10 +17,13 @@ from seqtasks.training.resume import (
     saved_process_state,
 )
 
+if TYPE_CHECKING:
+    from seqtasks.tasks.objective import Objective
+
 
 class CheckpointHooks:
     """The checkpoint hooks of `EncoderDecoderTask` (a LightningModule with an `objective` and a
-    `loss_watch`), which lists this class before LightningModule."""
+    `loss_watch`), which lists this class, after `TrainingHooks`, before LightningModule."""
 
     objective: Objective
     loss_watch: LossWatch

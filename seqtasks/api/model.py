@@ -1,0 +1,147 @@
+"""What every model `seqtasks.load` returns shares: the task it wraps, the search settings a
+call runs with (the checkpoint's, with what the call gives instead), and batched search over
+token sources.
+
+Each model takes any number of inputs and batches them itself (length-sorted batches of a token
+budget, or of a number of images), and returns one typed result per input, in input order, with
+the rest of its n-best list in `alternatives`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+
+from seqtasks.data.batch import pad
+from seqtasks.data.batching import TokenBucketSampler
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from seqtasks.search import Hypothesis, SearchSettings, run_batches
+from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
+from seqtasks.tasks import EncoderDecoderTask
+
+R = TypeVar("R")  # a result type: Translation, Parse or Caption
+
+
+def with_alternatives(nbest: Sequence[R]) -> R:
+    """The first result of an n-best list, the others its `alternatives`, in order."""
+    best, *others = nbest
+    return replace(best, alternatives=others)
+
+
+def decoded(hypothesis: Hypothesis, tokenizer: Tokenizer) -> tuple:
+    """A hypothesis as its result's first fields: (text, pieces, score, attention), its tokens
+    read by the target `tokenizer`."""
+    tokens = hypothesis.tokens
+    text, pieces = tokenizer.decode(tokens), tokenizer.pieces(tokens)
+    return text, pieces, hypothesis.score, hypothesis.attention
+
+
+def as_list(items: Sequence, what: str) -> list:
+    """`items` as a list, refusing a lone string (a sequence of characters, not of inputs)."""
+    if isinstance(items, (str, bytes)):
+        raise TypeError(f"pass a list of {what}, not a single string: [{items[:30]!r}]")
+    return list(items)
+
+
+class Model:
+    """A trained task (`task`, a LightningModule, put in eval mode), loaded from `checkpoints`
+    (several: an ensemble).
+
+    Raises:
+        ValueError: for a task without what its checkpoints store (tokenisers, vocabularies).
+    """
+
+    def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[Path]):
+        if task.stored() is None:
+            raise ValueError(f"the model has no {task.entry.stored_as}: load it from a checkpoint")
+        self.task = task.eval()
+        self.checkpoints = list(checkpoints)
+
+    def search_settings(
+        self,
+        beam: int | None = None,
+        n_best: int | None = None,
+        stop: str | None = None,
+        max_length: int | None = None,
+    ) -> SearchSettings:
+        """What a call with these arguments searches with: the checkpoint's settings (its
+        `test_beam`, `length_alpha`, `beam_stop`, length limits), each argument given (not None)
+        instead. Raises a ValueError naming a bad one (`SearchSettings`)."""
+        return self.task.test_settings.override(
+            beam=beam, n_best=n_best, stop=stop, max_length=max_length
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.task.device
+
+    def batch_tokens(
+        self,
+        max_tokens: TokenBudget,
+        settings: SearchSettings,
+        attention_sources: int | None = None,
+    ) -> int:
+        """Source tokens per batch: `max_tokens`, or for "auto" what suits the model's device
+        (`seqtasks.search.budget.batch_tokens`: 2,000 on a CPU, by free memory on a GPU)."""
+        task = self.task
+        encoders = getattr(task.encoder, "members", [task.encoder])  # an ensemble's, each
+        per_token = bytes_per_token(
+            task.decoder,
+            sum(encoder.out_dim for encoder in encoders),
+            settings.beam,
+            settings.max_length_ratio,
+            settings.max_length_offset,
+            attention_sources,
+        )
+        return batch_tokens(max_tokens, self.device, per_token)
+
+    def search_sources(
+        self,
+        sources: Sequence[list[int]],
+        settings: SearchSettings,
+        max_tokens: int,
+        workers: int | None = None,
+        attention: bool = False,
+    ) -> list[list[Hypothesis] | None]:
+        """Per source (token ids, without the EOS added here), its n-best hypotheses, or None
+        for an empty one; searched in length-sorted batches of about `max_tokens` padded
+        tokens. On a CPU, `workers` threads (default: torch's thread count) take the batches
+        in turn, each on one core (`run_batches`); the results do not depend on them."""
+        results: list[list[Hypothesis] | None] = [None] * len(sources)
+        todo = [i for i, ids in enumerate(sources) if ids]
+
+        def search_batch(chunk: Sequence[int]) -> None:
+            rows = [todo[j] for j in chunk]
+            src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)  # (B, S)
+            nbests = self.task.decode(src, src != PAD_ID, settings, attention)
+            for i, nbest in zip(rows, nbests):
+                results[i] = nbest
+
+        lengths = [len(sources[i]) + 1 for i in todo]
+        batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
+        run_batches(search_batch, batches, workers, self.device.type)
+        return results
+
+    def require_attention(self) -> None:
+        """Raise a ValueError naming the decoder if results cannot carry attention."""
+        if not self.gives_attention:
+            name = type(self.task.decoder).__name__
+            raise ValueError(f"attention was asked for, but the model's {name} has no attention")
+
+    def to(self, device: str | torch.device) -> Model:
+        """Move the model to `device`; returns itself."""
+        self.task.to(device)
+        return self
+
+    @property
+    def gives_attention(self) -> bool:
+        """Whether results can carry attention weights (the decoder has attention)."""
+        return self.task.decoder.gives_attention
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(path) for path in self.checkpoints)
+        return f"{type(self).__name__}({names}, device={self.device})"
