@@ -1,85 +1,8 @@
-"""Average the weights of several checkpoints of one model into one checkpoint.
+"""`python apps/average_checkpoints.py …` is `seqtasks average …` (seqtasks/commands/average.py)."""
 
-    python apps/average_checkpoints.py ckpts/step*.ckpt --out averaged.ckpt
-    python apps/average_checkpoints.py runs/x/lightning_logs/version_0/checkpoints \\
-        --last 5 --out averaged.ckpt          # the 5 checkpoints with the highest global step
-
-Averaging the last few checkpoints of a run usually scores a little better than the last one
-alone (Vaswani et al. 2017 average the last 5 or 20). Floating-point tensors are averaged in
-float64 and cast back; integer buffers, hyperparameters, vocabularies and the training state
-come from the newest checkpoint. Checkpoints of another task, model class, vocabulary or
-architecture are refused, naming the file. The output is written atomically and loads like any
-checkpoint (`apps/translate.py --checkpoint averaged.ckpt`, `seqtasks test --ckpt_path …`).
-"""
-
-from __future__ import annotations
-
-import argparse
 import sys
-from pathlib import Path
 
-import torch
-
-from seqtasks.cli.arguments import check_outputs, positive_int
-from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints, read_checkpoint
-from seqtasks.io.files import open_atomic
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "checkpoints", nargs="+", type=Path, help="checkpoint files, or folders of *.ckpt files"
-    )
-    parser.add_argument("--out", required=True, type=Path, help="the averaged checkpoint")
-    parser.add_argument(
-        "--last",
-        type=positive_int,
-        metavar="K",
-        help="average only the K with the highest global step",
-    )
-    args = parser.parse_args(argv)
-    args.paths = expand(args.checkpoints)
-    check_outputs(parser, {"--out": args.out}, {"a checkpoint to average": args.paths})
-    return args
-
-
-def expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder gives its *.ckpt files (not the hidden temporary ones)."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found += sorted(p for p in path.glob("*.ckpt") if not p.name.startswith("."))
-        else:
-            found.append(path)
-    return found
-
-
-def newest(paths: list[Path], k: int) -> list[Path]:
-    """The `k` checkpoints with the highest global step, oldest first; of several at one step
-    (last.ckpt beside the step's own file) only the first named counts."""
-    by_step: dict[int, Path] = {}
-    for path in paths:
-        by_step.setdefault(read_checkpoint(path).get("global_step", 0), path)
-    return [by_step[step] for step in sorted(by_step)[-k:]]
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        paths = args.paths
-        if args.last is not None:
-            paths = newest(paths, args.last)
-        averaged = average_checkpoints(paths)
-    except CheckpointError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    with open_atomic(args.out) as f:
-        torch.save(averaged, f)
-    print(f"averaged {len(paths)} checkpoints (step {averaged.get('global_step')}) into {args.out}")
-    for path in paths:
-        print(f"  {path}")
-    return 0
-
+from seqtasks.commands.average import main
 
 if __name__ == "__main__":
     sys.exit(main())

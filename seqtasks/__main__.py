@@ -1,6 +1,8 @@
-"""`python -m seqtasks` is the `seqtasks` console script."""
+"""`python -m seqtasks` is the `seqtasks` command (`seqtasks.commands`)."""
 
-from seqtasks.cli import main
+import sys
+
+from seqtasks.commands import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

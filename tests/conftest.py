@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import subprocess
 import sys
@@ -238,3 +239,29 @@ def two_step_trainer(root: Path) -> dict:
         "num_sanity_val_steps": 0,
         "default_root_dir": str(root),
     }
+
+
+@pytest.fixture
+def run_command(monkeypatch, capsys):
+    """run_command(*argv, stdin="") -> (exit status, stdout, stderr) of `seqtasks ARGV`, run in
+    this process (a subprocess spends seconds importing torch); stdin is decoded by the command,
+    as from a pipe."""
+    from seqtasks.commands import main
+
+    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        capsys.readouterr()
+        status = main(list(argv))
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+def fit_in_process(*argv: str) -> None:
+    """`seqtasks fit ARGV` in this process (for a module fixture: no `monkeypatch` there)."""
+    from seqtasks.commands import main
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["seqtasks"])  # what jsonargparse names the program
+        assert main(["fit", *argv]) == 0

@@ -1,104 +1,74 @@
-"""apps/translate.py and apps/evaluate.py end to end, in subprocesses, on a tiny dates model."""
+"""`seqtasks translate` and `seqtasks evaluate` end to end, in process, on a tiny dates model."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import logging
 from pathlib import Path
 
 import pytest
 import sacrebleu
 import torch
-from conftest import REPO, subprocess_env
+from conftest import REPO, fit_in_process
 
 pytestmark = pytest.mark.slow
 
 
-def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=subprocess_env(),
-        timeout=300,
-    )
+@pytest.fixture
+def evaluate(run_command):
+    """evaluate(checkpoint, src, ref, *options) -> (status, stdout, stderr) of `seqtasks
+    evaluate translation` on one checkpoint and a source/reference pair."""
 
+    def run(checkpoint: Path, src: Path, ref: Path, *options: str) -> tuple[int, str, str]:
+        files = ("--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref))
+        return run_command("evaluate", "translation", *files, *options)
 
-def evaluate(checkpoint: Path, src: Path, ref: Path, *options: str):
-    """`apps/evaluate.py translation` on one checkpoint and a source/reference pair."""
-    return run(
-        "apps/evaluate.py",
-        "translation",
-        "--checkpoint",
-        str(checkpoint),
-        "--src",
-        str(src),
-        "--ref",
-        str(ref),
-        *options,
-    )
+    return run
 
 
 @pytest.fixture(scope="module")
 def dates(tmp_path_factory) -> tuple[Path, Path]:
     """(checkpoint, data folder) of a small dates model trained for 30 steps with the CLI."""
     root = tmp_path_factory.mktemp("dates")
-    result = run(
-        "-m",
-        "seqtasks",
-        "fit",
-        "--config",
-        "configs/translation/dates.yaml",
-        "--data.init_args.data_dir",
-        str(root / "data"),
-        "--data.init_args.num_train",
-        "600",
-        "--trainer.default_root_dir",
-        str(root / "runs"),
-        "--trainer.max_steps",
-        "30",
-        "--trainer.logger",
-        "false",
-        "--trainer.callbacks",
-        "[]",
-        "--trainer.enable_checkpointing",
-        "true",
+    fit_in_process(
+        *("--config", str(REPO / "configs/translation/dates.yaml")),
+        *("--data.init_args.data_dir", str(root / "data"), "--data.init_args.num_train", "600"),
+        *("--trainer.default_root_dir", str(root / "runs"), "--trainer.max_steps", "30"),
+        *("--trainer.logger", "false", "--trainer.callbacks", "[]"),
+        *("--trainer.enable_checkpointing", "true"),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     checkpoints = sorted((root / "runs").glob("**/*.ckpt"))
     assert checkpoints, "fit left no checkpoint"
     return checkpoints[-1], root / "data"
 
 
-def test_translate_keeps_line_count_and_order_with_empty_and_huge_lines(dates):
+def test_translate_keeps_line_count_and_order_with_empty_and_huge_lines(dates, run_command, caplog):
     checkpoint, _ = dates
     lines = ["march 3, 1999", "", "the first of may 2001", " ".join(["nine"] * 1000), "   "]
-    result = run(
-        "apps/translate.py",
-        "--checkpoint",
-        str(checkpoint),
-        "--beam",
-        "3",
-        stdin="\n".join(lines) + "\n",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout.split("\n")[:-1]
+    with caplog.at_level(logging.WARNING):
+        status, stdout, stderr = run_command(
+            "translate",
+            "--checkpoint",
+            str(checkpoint),
+            "--beam",
+            "3",
+            stdin="\n".join(lines) + "\n",
+        )
+    assert status == 0, stderr[-3000:]
+    out = stdout.split("\n")[:-1]
     assert len(out) == len(lines)
     assert out[1] == "" and out[4] == ""
     assert out[0] and out[2] and out[3]  # the 1,000-word line is cut, not dropped
-    assert "cut to" in result.stderr
+    assert "cut to" in caplog.text
 
 
-def test_translate_nbest_and_output_file(dates, tmp_path):
+def test_translate_nbest_and_output_file(dates, tmp_path, run_command):
     checkpoint, _ = dates
     source = tmp_path / "in.txt"
     source.write_text("march 3, 1999\n2 june 1950\n")
     output = tmp_path / "out.txt"
-    result = run(
-        "apps/translate.py",
+    status, _, stderr = run_command(
+        "translate",
         "--checkpoint",
         str(checkpoint),
         "--input",
@@ -112,7 +82,7 @@ def test_translate_nbest_and_output_file(dates, tmp_path):
         "--attention-plots",
         str(tmp_path / "plots"),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert status == 0, stderr[-3000:]
     rows = output.read_text().splitlines()
     assert [row.split(" ||| ")[0] for row in rows] == ["0"] * 3 + ["1"] * 3
     scores = [float(row.split(" ||| ")[2]) for row in rows[:3]]
@@ -123,19 +93,19 @@ def test_translate_nbest_and_output_file(dates, tmp_path):
     ]
 
 
-def test_evaluate_json_and_length_table(dates, tmp_path):
+def test_evaluate_json_and_length_table(dates, tmp_path, evaluate):
     """The report's figures against sacreBLEU called directly on the translations it wrote:
     cased 13a BLEU, chrF, lower-cased BLEU, and BLEU of each source-length bucket."""
     checkpoint, data = dates
-    result = evaluate(
+    status, stdout, stderr = evaluate(
         checkpoint,
         data / "test.text",
         data / "test.iso",
         *("--beam", "2", "--buckets", "3", "--json", "--output", str(tmp_path / "out.txt")),
         *("--length-plot", str(tmp_path / "length.png")),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert status == 0, stderr[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["sentences"] == 1000
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in report["signature"]
 
@@ -161,18 +131,17 @@ def test_evaluate_json_and_length_table(dates, tmp_path):
     assert (tmp_path / "length.png").stat().st_size > 0
 
 
-def test_evaluate_rejects_misaligned_files_naming_both_counts(dates, tmp_path):
+def test_evaluate_rejects_misaligned_files_naming_both_counts(dates, tmp_path, evaluate):
     checkpoint, data = dates
     ref = tmp_path / "short.iso"
     ref.write_text("2000-01-01\n")
-    result = evaluate(checkpoint, data / "test.text", ref)
-    assert result.returncode == 2
-    assert "has 1000 lines" in result.stderr and "short.iso has 1\n" in result.stderr
-    assert "Traceback" not in result.stderr
+    status, _, stderr = evaluate(checkpoint, data / "test.text", ref)
+    assert status == 2
+    assert "has 1000 lines" in stderr and "short.iso has 1\n" in stderr
 
 
 @pytest.mark.parametrize("kind", ["garbage", "missing", "other_task", "not_seqtasks"])
-def test_bad_checkpoints_get_a_clear_message(dates, tmp_path, kind):
+def test_bad_checkpoints_get_a_clear_message(dates, tmp_path, kind, run_command):
     path = tmp_path / "model.ckpt"
     if kind == "garbage":
         path.write_bytes(b"\x00not a checkpoint")
@@ -188,7 +157,6 @@ def test_bad_checkpoints_get_a_clear_message(dates, tmp_path, kind):
         "other_task": "is a parsing checkpoint, not a translation one",
         "not_seqtasks": "was not written by seqtasks",
     }[kind]
-    result = run("apps/translate.py", "--checkpoint", str(path), stdin="march 3, 1999\n")
-    assert result.returncode == 2
-    assert expected in result.stderr
-    assert "Traceback" not in result.stderr
+    status, _, stderr = run_command("translate", "--checkpoint", str(path), stdin="march 3, 1999\n")
+    assert status == 2
+    assert stderr.startswith("error: ") and expected in stderr

@@ -626,8 +626,9 @@ def test_evaluate_translation_writes_one_output_per_checkpoint_of_the_same_name(
     assert outputs[0].read_text() != outputs[1].read_text()
 
 
-def test_output_names_for_several_checkpoints(scripts):
-    names = scripts["apps/evaluate.py"].output_paths
+def test_output_names_for_several_checkpoints():
+    from seqtasks.evaluation.translation import output_paths as names
+
     out = Path("out/hyp.txt")
     assert names(out, [Path("a/best.ckpt")]) == [out]
     assert names(out, [Path("a/best.ckpt"), Path("a/last.ckpt")]) == [

@@ -1,30 +1,19 @@
-"""apps/caption.py and `apps/evaluate.py captioning` end to end, in subprocesses, on a small
+"""`seqtasks caption` and `seqtasks evaluate captioning` end to end, in process, on a small
 shapes model trained for a few steps with the CLI."""
 
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, load_script, subprocess_env
+from conftest import REPO, fit_in_process, load_script
+
+from seqtasks.commands import evaluate
 
 pytestmark = pytest.mark.slow
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=subprocess_env(),
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +22,9 @@ def shapes_model(tmp_path_factory) -> tuple[Path, Path]:
     captions stop after 8 words."""
     root = tmp_path_factory.mktemp("shapes")
     sizes = [f"--data.init_args.num_{split}=6" for split in ("train", "val", "test", "holdout")]
-    result = run(
-        "-m",
-        "seqtasks",
-        "fit",
+    fit_in_process(
         "--config",
-        "configs/captioning/shapes_soft.yaml",
+        str(REPO / "configs/captioning/shapes_soft.yaml"),
         "--data.init_args.data_dir",
         str(root / "data"),
         *sizes,
@@ -50,13 +36,14 @@ def shapes_model(tmp_path_factory) -> tuple[Path, Path]:
         "--trainer.callbacks=[]",
         "--trainer.enable_checkpointing=true",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     checkpoints = sorted((root / "runs").glob("**/*.ckpt"))
     assert checkpoints, "fit left no checkpoint"
     return checkpoints[-1], root / "data"
 
 
-def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tmp_path):
+def test_caption_folder_skips_bad_files_and_writes_whole_output(
+    shapes_model, tmp_path, run_command
+):
     checkpoint, data = shapes_model
     folder = tmp_path / "in"
     folder.mkdir()
@@ -65,8 +52,8 @@ def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tm
     (folder / "broken.png").write_bytes(b"\x89PNG not really")
     (folder / "notes.txt").write_text("not an image, and not an input")
     out, maps = tmp_path / "out" / "captions.jsonl", tmp_path / "maps"
-    result = run(
-        "apps/caption.py",
+    status, _, stderr = run_command(
+        "caption",
         str(folder),
         str(tmp_path / "missing.jpg"),
         "--checkpoint",
@@ -80,9 +67,9 @@ def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tm
         "--attention-maps",
         str(maps),
     )
-    assert result.returncode == 1, result.stderr[-3000:]
-    assert "broken.png" in result.stderr and "missing.jpg" in result.stderr
-    assert "captioned 3 images" in result.stderr and "2 could not be read" in result.stderr
+    assert status == 1, stderr[-3000:]
+    assert "broken.png" in stderr and "missing.jpg" in stderr
+    assert "captioned 3 images" in stderr and "2 could not be read" in stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [Path(r["image"]).name for r in records] == [
         "broken.png",
@@ -102,7 +89,7 @@ def test_caption_folder_skips_bad_files_and_writes_whole_output(shapes_model, tm
 
 
 def test_a_baseline_that_cannot_be_scored_leaves_the_models_scores_and_captions(
-    shapes_model, tmp_path
+    shapes_model, tmp_path, run_command
 ):
     """With every training image unreadable the nearest-neighbour baseline has nothing to
     compare with; that used to end the run with the captions already made thrown away."""
@@ -115,22 +102,22 @@ def test_a_baseline_that_cannot_be_scored_leaves_the_models_scores_and_captions(
     for name in splits["train"]:
         (copy / "images" / name).write_bytes(b"not an image")
     output = tmp_path / "captions.jsonl"
-    result = run(
-        *("apps/evaluate.py", "captioning", "--checkpoint", str(checkpoint)),
+    status, stdout, stderr = run_command(
+        *("evaluate", "captioning", "--checkpoint", str(checkpoint)),
         *("--source", str(copy), "--split", "holdout", "--beam", "1", "--no-meteor"),
         *("--nearest-neighbour", "--json", "--output", str(output)),
     )
-    assert result.returncode == 1, result.stderr[-3000:]
+    assert status == 1, stderr[-3000:]
     assert (
         "error: nearest-neighbour baseline: none of the training images can be read for the "
         "baseline; the model's scores follow"
-    ) in result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    ) in stderr
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["images"] == 6 and "cider" in report and "nearest_neighbour" not in report
     assert len(output.read_text().splitlines()) == 6
 
 
-def test_evaluate_captioning_json(shapes_model, tmp_path):
+def test_evaluate_captioning_json(shapes_model, tmp_path, run_command):
     """The report against its captions scored another way: BLEU-1…4 and CIDEr-D by
     pycocoevalcap (coco-caption's own code), exact match by comparing words."""
     from pycocoevalcap.bleu.bleu import Bleu
@@ -138,17 +125,17 @@ def test_evaluate_captioning_json(shapes_model, tmp_path):
 
     checkpoint, data = shapes_model
     output = tmp_path / "captions.jsonl"
-    result = run(
-        *("apps/evaluate.py", "captioning", "--checkpoint", str(checkpoint)),
+    status, stdout, stderr = run_command(
+        *("evaluate", "captioning", "--checkpoint", str(checkpoint)),
         *("--source", str(data), "--split", "holdout", "--beam", "2", "--no-meteor"),
         *("--nearest-neighbour", "--json", "--output", str(output)),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert status == 0, stderr[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["images"] == 6 and report["split"] == "holdout"
     assert report["meteor"] is None
     assert set(report["nearest_neighbour"]) >= {"bleu4", "cider"}
-    assert "CIDEr-D" in result.stdout
+    assert "CIDEr-D" in stdout
 
     said = {r["image"]: r["caption"] for r in map(json.loads, output.read_text().splitlines())}
     with open(data / "captions.txt", newline="") as f:
@@ -176,20 +163,19 @@ def test_evaluate_captioning_scores_each_caption_against_its_own_image(
     references, however the batches fall."""
     from pycocoevalcap.cider.cider import Cider
 
+    from seqtasks.api import Caption, Captioner
     from seqtasks.data.captions import read_captions
-    from seqtasks.tasks.captioning import Caption, CaptioningTask
 
     checkpoint, data = shapes_model
     images = read_captions(data)["holdout"]
     texts = [image.captions[0] if i % 2 == 0 else "a red" for i, image in enumerate(images)]
     said = iter(texts)
 
-    def oracle(self, pixels, beam_size=3, return_attention=False, n_best=1, stop=None):
+    def oracle(self, pixels, settings, attention=False):
         texts = [next(said) for _ in range(len(pixels))]
         return [Caption(text, text.split(), 0.0, None, (6, 6)) for text in texts]
 
-    monkeypatch.setattr(CaptioningTask, "caption", oracle)
-    evaluate = load_script("apps/evaluate.py")
+    monkeypatch.setattr(Captioner, "caption_batch", oracle)
     status = evaluate.main(
         ["captioning", "--checkpoint", str(checkpoint), "--source", str(data)]
         + ["--split", "holdout", "--batch-size", "4", "--no-meteor", "--json", "--device", "cpu"]
@@ -207,8 +193,8 @@ def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, 
     puts the peak of its attention on a cell whose centre lies in that shape's box behind every
     word but the colour, which looks at a cell in no shape's box, the bench must report 100 %,
     0 % and 100 % (the untrained model mentions no shape, so it could not tell a broken count)."""
+    from seqtasks.api import Caption, Captioner
     from seqtasks.data.shapes import Scene
-    from seqtasks.tasks.captioning import Caption, CaptioningTask
 
     checkpoint, data = shapes_model
     scenes = json.loads((data / "scenes.json").read_text())
@@ -246,10 +232,10 @@ def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, 
     said = iter(captions)
     assert sum(bool(c.words) for c in captions) >= 3, "too few usable test images"
 
-    def oracle(self, pixels, beam_size=3, return_attention=False):
+    def oracle(self, pixels, settings, attention=False):
         return [next(said) for _ in range(len(pixels))]
 
-    monkeypatch.setattr(CaptioningTask, "caption", oracle)
+    monkeypatch.setattr(Captioner, "caption_batch", oracle)
     bench = load_script("bench/shapes_attention.py")
     rates = bench.main(
         ["--checkpoint", str(checkpoint), "--source", str(data), "--split", "test", "--json"]
@@ -260,12 +246,11 @@ def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, 
     assert rates == expected and {k: report[k] for k in expected} == expected
 
 
-def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path):
+def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path, run_command):
     checkpoint = torch.load(shapes_model[0], map_location="cpu", weights_only=False)
     checkpoint["seqtasks"]["task"] = "translation"
     path = tmp_path / "other.ckpt"
     torch.save(checkpoint, path)
-    result = run("apps/caption.py", str(tmp_path), "--checkpoint", str(path))
-    assert result.returncode == 2
-    assert "is a translation checkpoint, not a captioning one" in result.stderr
-    assert "Traceback" not in result.stderr
+    status, _, stderr = run_command("caption", str(tmp_path), "--checkpoint", str(path))
+    assert status == 2
+    assert "is a translation checkpoint, not a captioning one" in stderr

@@ -162,13 +162,14 @@ def test_fit_then_test_end_to_end(multi30k_dir, tmp_path, child_env):
     assert list(root.glob("**/config.yaml")), "the CLI saves the resolved config"
 
     # The checkpoint is all an app needs: it loads (weights-only) and carries its tokenisers.
+    from seqtasks.api import Translator
     from seqtasks.tasks import TranslationTask
 
     model = TranslationTask.load_from_checkpoint(last[0], map_location="cpu")
     assert model.src_tokenizer is not None and model.src_tokenizer.vocab_size == 1000
     assert torch.load(last[0], map_location="cpu", weights_only=False)["global_step"] == 3
-    (translation,) = model.translate(["Ein Hund läuft."], beam_size=2, max_length=20)
-    assert isinstance(translation[0].text, str)
+    (translation,) = Translator(model, []).translate(["Ein Hund läuft."], beam=2, max_length=20)
+    assert isinstance(translation.text, str)
 
     test = seqtasks(
         [

@@ -1,6 +1,7 @@
-"""Types for the command-line arguments of the apps and data_prep scripts: a bad value is an
-argparse error that names the option (`error: argument --beam: must be a positive integer, got
-0`), never a traceback later on or a result quietly computed from nothing."""
+"""Types for the command-line arguments of the commands and data_prep scripts: a bad value is
+an argparse error that names the option (`error: argument --beam: must be a positive integer,
+got 0`), never a traceback later on or a result quietly computed from nothing. Nothing here
+imports torch until a value is checked, so that `seqtasks COMMAND --help` answers at once."""
 
 from __future__ import annotations
 
@@ -50,30 +51,58 @@ def text_file(text: str) -> Path:
     return path
 
 
+def max_tokens(text: str) -> str | int:
+    """A decoding budget: "auto" or a positive integer (`search.budget.max_tokens_option`)."""
+    from seqtasks.search.budget import max_tokens_option  # torch, only when a value is given
+
+    return max_tokens_option(text)
+
+
 def add_max_tokens_option(parser: argparse.ArgumentParser, unit: str = "source tokens") -> None:
     """`--max-tokens`: the decoding batch, "auto" (by device, `seqtasks.search.budget`) or a
     number of `unit`."""
-    from seqtasks.search.budget import max_tokens_option  # here: it imports torch
-
     parser.add_argument(
         "--max-tokens",
-        type=max_tokens_option,
+        type=max_tokens,
         default="auto",
         help=f"{unit} per batch; auto: 2000 on a CPU, by free memory on a GPU",
     )
 
 
+def stop_rule(text: str) -> str:
+    """A stopping rule of beam search (`seqtasks.search.STOPS`), refused as argparse refuses a
+    choice."""
+    from seqtasks.search import STOPS  # torch, only when a value is given
+
+    if text not in STOPS:
+        choices = ", ".join(map(repr, STOPS))
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {choices})")
+    return text
+
+
 def add_stop_option(parser: argparse.ArgumentParser) -> None:
     """`--stop`: beam search's stopping rule (`seqtasks.search.beam_search`); by default the
-    model's own (`beam_stop`)."""
-    from seqtasks.search import STOPS  # here: it imports torch, which the other types do not
-
+    model's own."""
     parser.add_argument(
         "--stop",
-        choices=STOPS,
+        type=stop_rule,
+        metavar="RULE",
         help="when beam search ends: exact (cannot change the output) or heuristic (faster, as "
         "Hugging Face's default); default: the model's own",
     )
+
+
+def add_beam_option(parser: argparse.ArgumentParser) -> None:
+    """`--beam`: the beam size; by default the model's own (its `test_beam`)."""
+    parser.add_argument(
+        "--beam", type=positive_int, help="beam size, 1 = greedy; default: the model's own"
+    )
+
+
+def given(**options: object) -> dict[str, object]:
+    """The options that were given (not None), as keyword arguments: what a command passes to
+    `seqtasks.load`'s models, whose None is the checkpoint's own setting."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def device_name(text: str) -> str:

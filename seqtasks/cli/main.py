@@ -9,7 +9,9 @@ the DataModule into the model, so they are never typed twice. Checkpoints are wr
 atomically (`checkpoints.AtomicCheckpointIO`) unless the config names its own CheckpointIO.
 A config that names no logger gets `metrics.csv` and TensorBoard event files in one
 `lightning_logs/version_N` folder (`training.loggers`); one that names no progress bar gets
-plain lines (`training.progress.LineProgress`) when stderr is not a terminal.
+plain lines (`training.progress.LineProgress`) when stderr is not a terminal. `validate` and
+`test` print their scores as seqtasks prints scores (`metrics.formats`), and Lightning's
+messages that say nothing a user can act on are silenced (`training.noise`).
 
 Errors a person can act on end the run with one `error:` line (status 2) before its first step:
 a config error names the key and what is wrong with it (`config_errors`; jsonargparse's account
@@ -36,6 +38,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
+import seqtasks.tasks  # noqa: F401 (the task classes, so that `--model TranslationTask` finds one)
 from seqtasks.cli.accelerators import check_accelerator
 from seqtasks.cli.checkpoint_paths import best_checkpoint, point_at_last
 from seqtasks.cli.config_errors import SeqtasksParser
@@ -43,14 +46,15 @@ from seqtasks.cli.outputs import check_run_outputs
 from seqtasks.devices import DeviceError
 from seqtasks.io.checkpoint_files import CheckpointError, require_task
 from seqtasks.io.outputs import OutputError
-from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+from seqtasks.metrics.formats import score_table
+from seqtasks.registry import task_of
 from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.training.host_memory import keep_freed_memory
 from seqtasks.training.loggers import default_loggers
+from seqtasks.training.noise import evaluation_without_fit_state, silence_known_noise
 from seqtasks.training.positions import PositionsError
 from seqtasks.training.progress import LineProgress
 
-TASKS = {"translation": TranslationTask, "parsing": ParsingTask, "captioning": CaptioningTask}
 SPECIAL_PATHS = ("last", "best", "hpc", "registry")  # what Lightning finds itself
 
 
@@ -125,12 +129,26 @@ class SeqtasksCLI(LightningCLI):
         misconfigured (resuming at epoch 5 with `max_epochs` 3) end the run with `error: …`
         before its first step."""
         try:
-            super()._run_subcommand(subcommand)
+            with evaluation_without_fit_state(subcommand):
+                super()._run_subcommand(subcommand)
         except (CheckpointError, OutputError) as error:
             path, message = self.trainer.ckpt_path, str(error)
             _exit_with(message if path is None or str(path) in message else f"{path}: {message}")
         except (PositionsError, MisconfigurationException) as error:
             _exit_with(str(error))
+
+    def validate(self, verbose: bool = True, **kwargs: Any) -> None:
+        """`trainer.validate`, its scores printed as seqtasks prints scores (`score_table`)
+        instead of Lightning's table of 16-digit numbers."""
+        self._print_scores(self.trainer.validate(verbose=False, **kwargs), verbose)
+
+    def test(self, verbose: bool = True, **kwargs: Any) -> None:
+        """`trainer.test`, its scores printed as `validate` prints them."""
+        self._print_scores(self.trainer.test(verbose=False, **kwargs), verbose)
+
+    def _print_scores(self, results: list[dict[str, float]], verbose: bool) -> None:
+        if verbose and self.trainer.is_global_zero:
+            print(score_table(item for scores in results for item in scores.items()))
 
     def before_fit(self) -> None:
         self._before_run()
@@ -186,8 +204,7 @@ def _model_task(model: Any) -> str | None:
     if not class_path:
         return None
     module, _, name = class_path.rpartition(".")
-    model_class = getattr(importlib.import_module(module), name)
-    return next((task for task, cls in TASKS.items() if issubclass(model_class, cls)), None)
+    return task_of(getattr(importlib.import_module(module), name))
 
 
 def _exit_with(message: str) -> NoReturn:
@@ -198,6 +215,7 @@ def _exit_with(message: str) -> NoReturn:
 
 def main(args: list[str] | None = None) -> None:
     keep_freed_memory()
+    silence_known_noise()
     SeqtasksCLI(
         subclass_mode_model=True,
         subclass_mode_data=True,

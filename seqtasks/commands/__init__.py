@@ -1,0 +1,103 @@
+"""The `seqtasks` command: Lightning's CLI for training, and commands for a trained checkpoint.
+
+    seqtasks fit --config configs/translation/dates.yaml      # fit | validate | test | predict
+    seqtasks translate --checkpoint best.ckpt < in.txt         # translate | parse | caption
+    seqtasks evaluate translation --checkpoint best.ckpt --src … --ref …
+    seqtasks serve best.ckpt --port 8000
+
+`seqtasks --help` lists the commands, `seqtasks COMMAND --help` gives one's options. A command
+is a module with `main(argv) -> int` (the exit status). Its module imports at the top only what
+its argument parser needs (`seqtasks.cli.arguments`, which imports no torch), and the rest where
+the work starts, after the arguments are parsed: so `--help` answers at once, without the
+seconds that torch and Lightning take to import (tests/test_commands.py checks it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+
+import seqtasks
+
+USAGE = "usage: seqtasks COMMAND [ARGS ...]"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: what it does, in a line, and the module whose `main` runs it."""
+
+    summary: str
+    module: str
+
+
+# Lightning's CLI (seqtasks/cli/main.py) reads the subcommand itself: its `main` gets it too.
+LIGHTNING = {
+    "fit": Command(
+        "train a model described by a YAML config (--config F.yaml)", "seqtasks.cli.main"
+    ),
+    "validate": Command("score a model on the validation split", "seqtasks.cli.main"),
+    "test": Command("score a model on the test split", "seqtasks.cli.main"),
+    "predict": Command("run a model over the data's predict split", "seqtasks.cli.main"),
+}
+COMMANDS = {
+    "translate": Command("translate text, one sentence a line", "seqtasks.commands.translate"),
+    "parse": Command("parse text into Penn Treebank trees", "seqtasks.commands.parse"),
+    "caption": Command("caption images, one JSON line each", "seqtasks.commands.caption"),
+    "evaluate": Command(
+        "score checkpoints the way their field does (sacreBLEU, EVALB, CIDEr-D)",
+        "seqtasks.commands.evaluate",
+    ),
+    "average": Command("average the weights of several checkpoints", "seqtasks.commands.average"),
+    "serve": Command("serve checkpoints over HTTP with dynamic batching", "seqtasks.serving"),
+    "export": Command("write a translation checkpoint as a CTranslate2 model", "seqtasks.export"),
+}
+
+
+def listing() -> str:
+    """The commands, a line each, in two groups."""
+
+    def lines(commands: dict[str, Command]) -> str:
+        return "\n".join(f"  {name:<10} {command.summary}" for name, command in commands.items())
+
+    return (
+        "training, with Lightning's CLI (seqtasks fit --help for its options):\n"
+        f"{lines(LIGHTNING)}\n\n"
+        f"with a trained checkpoint:\n{lines(COMMANDS)}"
+    )
+
+
+def usage() -> str:
+    """What `seqtasks --help` prints."""
+    return (
+        f"{USAGE}\n\n"
+        "Encoders and attention decoders for translation, captioning and parsing.\n\n"
+        f"{listing()}\n\n"
+        "options:\n"
+        "  -h, --help  show this message and exit\n"
+        "  --version   show seqtasks' version and exit\n\n"
+        "seqtasks COMMAND --help gives the options of COMMAND."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` (default: the process's arguments) names; its exit status. An
+    unknown command is an error (status 2) that lists the commands."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if args[0] == "--version":
+        print(f"seqtasks {seqtasks.__version__}")
+        return 0
+    name = args[0]
+    if name in LIGHTNING:
+        from seqtasks.cli.main import main as lightning
+
+        lightning(argv)  # None: LightningCLI reads sys.argv itself (and warns if also given)
+        return 0
+    if name not in COMMANDS:
+        what = "option" if name.startswith("-") else "command"
+        print(f"{USAGE}\nerror: unknown {what} {name!r}\n\n{listing()}", file=sys.stderr)
+        return 2
+    return importlib.import_module(COMMANDS[name].module).main(args[1:])

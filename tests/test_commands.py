@@ -1,0 +1,178 @@
+"""The `seqtasks` command: one usage listing every subcommand, each command's options, an unknown
+command refused with the list, help that imports nothing heavy, and search options that leave
+the checkpoint's own settings alone unless given."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import REPO, subprocess_env
+
+import seqtasks
+from seqtasks.commands import main
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"
+NAMES = ["fit", "validate", "test", "predict", "translate", "parse", "caption", "evaluate"]
+NAMES += ["average", "serve", "export"]
+HEAVY = ("torch", "lightning", "numpy", "matplotlib", "PIL", "nltk", "sacrebleu", "litserve")
+
+
+def help_of(argv: list[str], capsys) -> str:
+    """What `seqtasks ARGV` prints for help (exit status 0)."""
+    try:
+        status = main(argv)
+    except SystemExit as exit:  # argparse's --help
+        status = exit.code
+    assert status in (0, None)
+    return capsys.readouterr().out
+
+
+def listed(text: str) -> list[str]:
+    """The command names a usage lists, in order (the first word of each indented line)."""
+    words = [line.split()[0] for line in text.splitlines() if line.startswith("  ")]
+    return [word for word in words if not word.startswith("-")]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], []])
+def test_the_usage_lists_every_command_with_what_it_does(argv, capsys):
+    text = help_of(argv, capsys)
+    assert text.startswith("usage: seqtasks COMMAND")
+    assert listed(text) == NAMES
+    assert "--version" in text
+    for line in text.splitlines():
+        if line.startswith("  ") and line.split()[0] in NAMES:
+            assert len(line.split()) > 2, f"no description: {line!r}"
+
+
+def test_version(capsys):
+    assert help_of(["--version"], capsys) == f"seqtasks {seqtasks.__version__}\n"
+
+
+@pytest.mark.parametrize("name", ["x", "trainn", "--verbose"])
+def test_an_unknown_command_is_refused_with_the_list(name, capsys):
+    assert main([name]) == 2
+    captured = capsys.readouterr()
+    kind = "option" if name.startswith("-") else "command"
+    assert captured.out == "" and f"error: unknown {kind} '{name}'" in captured.err
+    assert listed(captured.err) == NAMES
+
+
+@pytest.mark.parametrize(
+    "argv, options",
+    [
+        (["translate"], ["--checkpoint", "--input", "--output", "--beam", "--n-best", "--stop"]),
+        (["translate"], ["--max-length", "--max-tokens", "--attention-plots", "--device"]),
+        (["parse"], ["--checkpoint", "--pretokenized", "--format", "--beam", "--max-words"]),
+        (["caption"], ["inputs", "--checkpoint", "--beam", "--out", "--attention-maps"]),
+        (["evaluate"], ["translation", "parsing", "captioning"]),
+        (["evaluate", "translation"], ["--src", "--ref", "--beam", "--ensemble", "--json"]),
+        (["evaluate", "captioning"], ["--source", "--split", "--beam", "--nearest-neighbour"]),
+        (["average"], ["checkpoints", "--out", "--last"]),
+        (["serve"], ["CKPT", "--port", "--host", "--max-batch-size", "--batch-timeout"]),
+        (["export"], ["CKPT", "OUT", "--to", "--quantization", "--force"]),
+    ],
+)
+def test_each_command_has_its_help(argv, options, capsys):
+    text = help_of([*argv, "--help"], capsys)
+    assert text.startswith(f"usage: seqtasks {argv[0]}")
+    for option in options:
+        assert option in text
+    if "--beam" in options:
+        assert "--beam BEAM" in text and "default: the model's own" in text
+
+
+def test_help_imports_nothing_heavy():
+    """Every command's --help, in one fresh process: torch, Lightning and the like are what make
+    a command slow to start, so none may be imported before a command runs."""
+    commands = [
+        ["--help"],
+        *([name, "--help"] for name in NAMES[4:]),
+        ["evaluate", "parsing", "-h"],
+    ]
+    script = f"""
+import json, sys
+from seqtasks.commands import main
+for argv in {commands!r}:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_the_console_script_is_the_command():
+    """pyproject.toml's one script names this `main` (tomllib is not in Python 3.10)."""
+    scripts = (REPO / "pyproject.toml").read_text().split("[project.scripts]\n")[1]
+    name, target = scripts.split("\n\n")[0].split(" = ")
+    module, function = target.strip('"').split(":")
+    assert name == "seqtasks" and getattr(importlib.import_module(module), function) is main
+
+
+class Recorder:
+    """A stand-in for what `seqtasks.load` returns: records what the command asks of it."""
+
+    gives_attention = False
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+
+    def search_settings(self, **given):
+        self.calls.append(("search_settings", given))
+        return SimpleNamespace(n_best=given.get("n_best", 1), beam=given.get("beam", 5))
+
+    def translate(self, lines, **options):
+        self.calls.append(("translate", options))
+        return [SimpleNamespace(text=line, score=0.0, alternatives=[]) for line in lines]
+
+
+@pytest.mark.parametrize(
+    "options, search",
+    [
+        ([], {}),
+        (["--beam", "4", "--stop", "heuristic"], {"beam": 4, "stop": "heuristic"}),
+        (["--n-best", "1", "--max-length", "7"], {"n_best": 1, "max_length": 7}),
+    ],
+)
+def test_search_options_reach_the_api_only_when_given(
+    options, search, run_command, monkeypatch, tmp_path
+):
+    """None is the checkpoint's own setting: an option left out is not passed, so the model's
+    `test_beam`, `beam_stop` and length limit apply."""
+    model = Recorder()
+    monkeypatch.setattr(seqtasks, "load", lambda *args, **kwargs: model)
+    status, out, _ = run_command(
+        "translate", "--checkpoint", str(tmp_path / "x.ckpt"), *options, stdin="a\nb\n"
+    )
+    assert (status, out) == (0, "a\nb\n")
+    assert model.calls == [
+        ("search_settings", search),
+        ("translate", {"max_tokens": "auto", "attention": False, **search}),
+    ]
+
+
+def test_an_n_best_over_the_models_beam_is_an_error_before_any_work(run_command):
+    """With --n-best alone, the checkpoint's beam bounds it: the API's refusal is one error
+    line; with both options the argument parser refuses them (test_bad_input)."""
+    checkpoint = str(FIXTURES / "translation_transformer.ckpt")
+    status, out, err = run_command(
+        "translate", "--checkpoint", checkpoint, "--n-best", "99", stdin="Ein Hund.\n"
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("error: n_best=99 cannot exceed beam=") and len(err.splitlines()) == 1
