@@ -39,6 +39,7 @@ from seqtasks.data.captions import (
 from seqtasks.data.text import read_lines
 from seqtasks.io.downloads import download
 from seqtasks.io.files import open_atomic, temporary_path, write_atomic
+from seqtasks.io.preparation import Preparation
 
 DEFAULT_SOURCE = [
     "https://github.com/jbrownlee/Datasets/releases/download/Flickr8k/Flickr8k_Dataset.zip",
@@ -65,7 +66,12 @@ def fetch(source: str, downloads: Path) -> Path:
         partial = temporary_path(unpacked)
         try:
             with zipfile.ZipFile(target) as archive:
-                archive.extractall(partial)
+                members = archive.infolist()
+                start = f"unpacking {len(members):,} files of {target.name}"
+                with Preparation("download", start, len(members), "files") as preparation:
+                    for member in members:
+                        archive.extract(member, partial)
+                        preparation.advance()
             partial.replace(unpacked)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
@@ -160,13 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     writer = csv.writer(rows, lineterminator="\n")
     writer.writerow(["image", "caption"])
     splits: dict[str, list[str]] = {}
-    for image in captioned:
-        # Copied even when the name is there already: it may be another source's image.
-        with open(image.path, "rb") as original, open_atomic(args.out / "images" / image.name) as f:
-            shutil.copyfileobj(original, f)
-        writer.writerows([image.name, caption] for caption in image.captions)
-        if image.split is not None:
-            splits.setdefault(image.split, []).append(image.name)
+    start = f"copying {len(captioned):,} images into {args.out / 'images'}"
+    with Preparation("captions", start, len(captioned), "images") as preparation:
+        for image in captioned:
+            # Copied even when the name is there already: it may be another source's image.
+            copy = open_atomic(args.out / "images" / image.name)
+            with open(image.path, "rb") as original, copy as f:
+                shutil.copyfileobj(original, f)
+            writer.writerows([image.name, caption] for caption in image.captions)
+            if image.split is not None:
+                splits.setdefault(image.split, []).append(image.name)
+            preparation.advance()
     write_atomic(args.out / "captions.txt", rows.getvalue())
     if splits:
         write_atomic(args.out / "splits.json", json.dumps(splits))

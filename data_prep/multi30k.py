@@ -24,9 +24,10 @@ from pathlib import Path
 
 from seqtasks.cli.arguments import check_outputs, positive_int
 from seqtasks.data.text import decode_lines
-from seqtasks.data.tokenizer import train_sentencepiece
+from seqtasks.data.tokenizer import SentencePieceTokenizer, train_sentencepiece
 from seqtasks.io.downloads import download
 from seqtasks.io.files import write_atomic
+from seqtasks.io.preparation import Preparation
 
 DEFAULT_SOURCE = (
     "https://raw.githubusercontent.com/multi30k/dataset/"
@@ -69,6 +70,14 @@ def fetch(source: str, name: str, cache: Path) -> bytes:
             data = candidate.read_bytes()
             return gzip.decompress(data) if unzip else data
     raise FileNotFoundError(f"neither {folder / name}.gz nor {folder / name} exists")
+
+
+def trained(lines: list[str], name: str, args: argparse.Namespace) -> SentencePieceTokenizer:
+    """A sentencepiece model of `lines`, saying on stderr while it is trained (a minute or more
+    for a large corpus)."""
+    start = f"training the {name} model ({args.model_type}, {args.vocab_size:,} pieces) on "
+    with Preparation("sentencepiece", f"{start}{len(lines):,} lines", ticking=True):
+        return train_sentencepiece(lines, args.vocab_size, args.model_type)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,14 +129,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.joint:
         joint = [line for lang in args.langs for line in train_lines[lang]]
-        models = dict.fromkeys(
-            args.langs, train_sentencepiece(joint, args.vocab_size, args.model_type)
-        )
+        models = dict.fromkeys(args.langs, trained(joint, "+".join(args.langs), args))
     else:
-        models = {
-            lang: train_sentencepiece(train_lines[lang], args.vocab_size, args.model_type)
-            for lang in args.langs
-        }
+        models = {lang: trained(train_lines[lang], lang, args) for lang in args.langs}
     for lang, tokenizer in models.items():
         write_atomic(args.out / f"spm.{lang}.model", tokenizer.proto)
         print(f"spm.{lang}.model: {args.model_type}, {tokenizer.vocab_size} pieces")

@@ -14,8 +14,8 @@ train, wsj_0160–0179 dev, wsj_0180–0199 test (the shared copy stops at wsj_0
 Trees are cleaned the standard way (see `seqtasks.parsing.trees.clean_tree`: no `-NONE-`, no
 function
 tags or indices, rooted in `TOP`). Writes to --out (default data/ptb) `{split}.mrg`, one tree
-per line, which `ParsingData` reads and `apps/evaluate.py parsing --gold` scores against, and
-`{split}.txt`, the sentences as space-separated tokens (input for `apps/parse.py
+per line, which `ParsingData` reads and `seqtasks evaluate parsing --gold` scores against, and
+`{split}.txt`, the sentences as space-separated tokens (input for `seqtasks parse
 --pretokenized`). Each file is written to a temporary name and renamed when complete.
 """
 
@@ -30,6 +30,7 @@ from pathlib import Path
 from seqtasks.cli.arguments import check_outputs
 from seqtasks.io.downloads import download
 from seqtasks.io.files import write_atomic
+from seqtasks.io.preparation import Preparation
 from seqtasks.parsing.trees import TreebankError, clean_tree, decode_trees, to_line
 
 DEFAULT_SOURCE = (
@@ -88,20 +89,23 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: no wsj_*.mrg files in {args.source}")
     sample = all(int(FILE_NAME.search(name).group(1)) <= 1 for name in files)
     trees: dict[str, list[str]] = {split: [] for split in STANDARD}
-    for name, data in files.items():
-        split = split_of(name, sample)
-        if split is None:
-            continue
-        try:
-            parsed = decode_trees(data, name)
-        except TreebankError as error:
-            sys.exit(f"error: {error}")
-        for number, tree in enumerate(parsed, start=1):
-            cleaned = clean_tree(tree)
-            if cleaned is None:
-                print(f"warning: {name}: tree {number} is empty after cleaning; skipped")
+    start = f"reading and cleaning the trees of {len(files):,} files from {args.source}"
+    with Preparation("treebank", start, len(files), "files") as preparation:
+        for name, data in files.items():
+            preparation.advance()
+            split = split_of(name, sample)
+            if split is None:
                 continue
-            trees[split].append(cleaned)
+            try:
+                parsed = decode_trees(data, name)
+            except TreebankError as error:
+                sys.exit(f"error: {error}")
+            for number, tree in enumerate(parsed, start=1):
+                cleaned = clean_tree(tree)
+                if cleaned is None:
+                    print(f"warning: {name}: tree {number} is empty after cleaning; skipped")
+                    continue
+                trees[split].append(cleaned)
 
     layout = "NLTK sample split" if sample else "standard split (02-21 / 22 / 23)"
     print(f"{len(files)} files from {args.source}: {layout}")

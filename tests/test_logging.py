@@ -1,17 +1,22 @@
 """What a run leaves for people to read: metrics.csv and TensorBoard events (with the attention
 images) in one `version_N` folder, only the loggers a config names when it names any, plain
-progress lines when stderr is not a terminal, and `--ckpt_path last` still resuming."""
+progress lines when stderr is not a terminal (by steps and by time, in training and in every
+evaluation), preparations that say how far they have got, scores in one format, none of
+Lightning's noise, and `--ckpt_path last` still resuming."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import io
+import logging
 import os
 import re
 import shutil
 import sys
-import time
+import threading
+import time as time_module
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,21 +24,30 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities._pytree import _tree_flatten
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seqtasks.cli.main import SeqtasksCLI, main
+from seqtasks.data.shapes import LEVELS, write_world
 from seqtasks.io.plots import png_pixels
+from seqtasks.io.preparation import Preparation
+from seqtasks.metrics.formats import format_score, score_table
 from seqtasks.training.loggers import TensorBoardBeside
+from seqtasks.training.noise import RANK_ZERO_LOGGER, silence_known_noise
 from seqtasks.training.progress import LineProgress
 
 REPO = Path(__file__).resolve().parents[1]
 DATES = REPO / "configs" / "translation" / "dates.yaml"
 STEP_LINE = re.compile(
-    r"^epoch \d+  step (\d+)/(\d+)  loss \d+\.\d{4}  lr 0\.003  [\d,]+ tgt tok/s"
+    r"^epoch \d+  step (\d+)/(\d+)  loss (\d+\.\d+(e-\d+)?)  lr 0\.003  [\d,]+ tgt tok/s"
 )
-VALIDATION_LINE = re.compile(r"^validation at step (\d+) \(epoch \d+\): .*val/exact_match \S+")
+VALIDATION_LINE = re.compile(
+    r"^validation at step (\d+) \(epoch \d+\): .*val/exact_match \d+\.\d\d %  .*\(\d+\.\d s\)$"
+)
 
 
 def dates_args(data: Path, root: Path, *extra: str) -> list[str]:
@@ -51,10 +65,14 @@ def dates_args(data: Path, root: Path, *extra: str) -> list[str]:
 
 
 def fit(data: Path, root: Path, *extra: str) -> str:
-    """`seqtasks fit` in this process, every step logged and a progress line every 2 steps,
-    with stderr a StringIO (no terminal); what it wrote to stderr."""
+    """`seqtasks fit` in this process, every step logged and a progress line every 2 steps
+    (and none by time), with stderr a StringIO (no terminal); what it wrote to stderr."""
     line_progress = ["--trainer.callbacks+=seqtasks.training.progress.LineProgress"]
     line_progress += ["--trainer.callbacks.every_n_steps=2", "--trainer.log_every_n_steps=1"]
+    line_progress += [
+        "--trainer.callbacks.every_seconds=3600",
+        "--trainer.callbacks.first_after=3600",
+    ]
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         main(["fit", *dates_args(data, root, *line_progress, *extra)])
@@ -63,9 +81,11 @@ def fit(data: Path, root: Path, *extra: str) -> str:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, str]:
-    """A 5-step fit validating at steps 2, 4 and 5: (its `default_root_dir`, its stderr)."""
+    """A 5-step fit validating at steps 2, 4 and 5, with a time limit (so its checkpoints hold
+    a Timer's state): (its `default_root_dir`, its stderr)."""
     tmp = tmp_path_factory.mktemp("fit")
     steps = ["--trainer.max_steps=5", "--trainer.val_check_interval=2"]
+    steps += ["--trainer.max_time=00:01:00:00"]
     return tmp / "run", fit(tmp / "dates", tmp / "run", *steps)
 
 
@@ -189,19 +209,96 @@ def test_without_a_terminal_progress_is_plain_lines_every_n_steps(run):
     assert validation_steps(stderr), stderr
 
 
-def test_the_eta_is_the_steps_left_at_this_runs_pace(monkeypatch):
-    """A run resumed at step 100 of 200 that took 50 s for 50 steps has 50 s left."""
-    now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+def fake_trainer(total: int = 1000, **state) -> SimpleNamespace:
+    """What LineProgress reads of a Trainer, fitting at step 0 unless `state` says otherwise."""
     trainer = SimpleNamespace(
-        estimated_stepping_batches=200,
-        global_step=100,
-        current_epoch=3,
+        estimated_stepping_batches=total,
+        global_step=0,
+        current_epoch=0,
         optimizers=[],
         callbacks=[],
         accumulate_grad_batches=1,
+        sanity_checking=False,
+        testing=False,
+        predicting=False,
+        state=SimpleNamespace(fn=TrainerFn.FITTING),
+        num_val_batches=[40],
+        num_test_batches=[40],
+        callback_metrics={},
     )
+    return SimpleNamespace(**{**vars(trainer), **state})
+
+
+def test_lines_come_by_time_too_the_first_early(capsys):
+    """4 s a step, a line every 50 steps: the first after 5 s (step 2), then one at the end of
+    the first step 30 s after the last line (steps 10, 18, 26, 34)."""
+    now = [0.0]
+    progress = LineProgress(every_n_steps=50, every_seconds=30.0, first_after=5.0)
+    progress.clock = lambda: now[0]
+    trainer = fake_trainer()
+    progress.on_train_start(trainer, None)
+    batch = SimpleNamespace(tgt_out=torch.full((2, 4), 5))  # 8 target tokens
+    for step in range(1, 41):
+        now[0], trainer.global_step = 4.0 * step, step
+        progress.on_train_batch_end(trainer, None, {"loss": torch.tensor(1.23456)}, batch, step)
+    lines = capsys.readouterr().err.splitlines()
+    assert [int(re.search(r" step (\d+)/1000 ", line)[1]) for line in lines] == [2, 10, 18, 26, 34]
+    assert lines[0] == "epoch 0  step 2/1000  loss 1.235  2 tgt tok/s  elapsed 0:08  eta 1:06:32"
+
+
+def test_a_long_validation_and_a_test_say_how_far_they_have_got(capsys):
+    """7 s a validation batch inside `fit`: a line when 30 s have passed since the last one
+    (no early line: training just wrote one), then the scores in seqtasks' format; 3 s a test
+    batch: a line after 5 s, then every 30 s, and one when it is done; prediction alike."""
+    now = [100.0]
+    progress = LineProgress(every_seconds=30.0, first_after=5.0)
+    progress.clock = lambda: now[0]
+    trainer = fake_trainer(
+        global_step=250, callback_metrics={"val/exact_match": torch.tensor(10.0)}
+    )
+    progress._write("a training line at 100 s")
+    progress.on_validation_start(trainer, None)
+    for batch in range(10):
+        now[0] += 7.0
+        progress.on_validation_batch_end(trainer, None, None, None, batch)
+    trainer.callback_metrics["val/loss"] = torch.tensor(1.23456)
+    progress.on_validation_end(trainer, None)
+
+    trainer = fake_trainer(testing=True, state=SimpleNamespace(fn=TrainerFn.TESTING))
+    now[0] = 1000.0
+    progress.on_test_start(trainer, None)
+    for batch in range(40):
+        now[0] += 3.0
+        progress.on_test_batch_end(trainer, None, None, None, batch)
+    progress.on_test_end(trainer, None)
+
+    trainer = fake_trainer(predicting=True, num_predict_batches=[4])
+    progress.on_predict_start(trainer, None)
+    for batch in range(4):
+        now[0] += 2.0
+        progress.on_predict_batch_end(trainer, None, None, None, batch)
+    progress.on_predict_end(trainer, None)
+    assert capsys.readouterr().err.splitlines() == [
+        "a training line at 100 s",
+        "validation at step 250 (epoch 0): batch 5/40  elapsed 0:35  eta 4:05",
+        "validation at step 250 (epoch 0): batch 10/40  elapsed 1:10  eta 3:30",
+        "validation at step 250 (epoch 0): val/exact_match 10.00 %  val/loss 1.235  (70.0 s)",
+        "test: batch 2/40  elapsed 0:06  eta 1:54",
+        "test: batch 12/40  elapsed 0:36  eta 1:24",
+        "test: batch 22/40  elapsed 1:06  eta 0:54",
+        "test: batch 32/40  elapsed 1:36  eta 0:24",
+        "test: done in 2:00",
+        "predict: batch 3/4  elapsed 0:06  eta 0:02",
+        "predict: done in 0:08",
+    ]
+
+
+def test_the_eta_is_the_steps_left_at_this_runs_pace():
+    """A run resumed at step 100 of 200 that took 50 s for 50 steps has 50 s left."""
+    now = [1000.0]
+    trainer = fake_trainer(total=200, global_step=100, current_epoch=3)
     progress = LineProgress(every_n_steps=50)
+    progress.clock = lambda: now[0]
     progress.on_train_start(trainer, None)
     now[0], trainer.global_step = 1050.0, 150
     line = progress.step_line(trainer)
@@ -251,3 +348,174 @@ def test_ckpt_path_last_resumes_where_the_default_loggers_left_it(run, tmp_path)
     assert not (resumed / "checkpoints").exists()
     steps = [int(m[1]) for line in stderr.splitlines() if (m := STEP_LINE.match(line))]
     assert steps == [6, 7]
+
+
+# ---- preparations -------------------------------------------------------------------------------
+
+
+def test_a_preparation_says_when_it_starts_how_far_it_got_and_when_it_is_done():
+    """1 s an item, a line at least every 15 s; nothing more when it fails."""
+    now, stream = [0.0], io.StringIO()
+
+    def preparation(start: str, total: int | None = None) -> Preparation:
+        return Preparation(
+            "world", start, total, "things", 15.0, clock=lambda: now[0], stream=stream
+        )
+
+    with preparation("making 100 things", 100) as p:
+        for _ in range(100):
+            now[0] += 1.0
+            p.advance()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "world: making 100 things"
+    assert lines[1] == "world: 15/100 things (15 %)  elapsed 0:15  eta 1:25"
+    done = [line.split()[1] for line in lines[1:-1]]
+    assert done == ["15/100", "30/100", "45/100", "60/100", "75/100", "90/100"]
+    assert lines[-1] == "world: done, 100 things in 1:40"
+    stream.seek(0)
+    stream.truncate()
+    with pytest.raises(KeyError), preparation("failing"):
+        raise KeyError("the error says why")
+    assert stream.getvalue() == "world: failing\n", "no 'done' for a preparation that failed"
+
+
+def test_a_preparation_that_cannot_count_still_says_it_is_working():
+    """Around a call that cannot count (sentencepiece's training), a thread writes the line."""
+    ticked = threading.Event()
+
+    class Stream(io.StringIO):
+        def write(self, text: str) -> int:
+            if "still working" in text:
+                ticked.set()
+            return super().write(text)
+
+    stream = Stream()
+    with Preparation("sentencepiece", "training", every=0.001, ticking=True, stream=stream):
+        assert ticked.wait(30)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "sentencepiece: training" and lines[-1].startswith("sentencepiece: done in ")
+    assert re.fullmatch(r"sentencepiece: still working  elapsed \d:\d\d", lines[1])
+
+
+def test_the_shapes_world_says_what_it_generates_and_how_far_it_has_got(
+    tmp_path, capsys, monkeypatch
+):
+    now = [0.0]
+
+    def clock() -> float:  # 4 s each time it is read: a line every 4th image or so
+        now[0] += 4.0
+        return now[0]
+
+    monkeypatch.setattr(time_module, "monotonic", clock)
+    counts = {"train": 8, "val": 2, "test": 1, "holdout": 1}
+    write_world(tmp_path / "world", LEVELS[1], counts, seed=0)
+    monkeypatch.undo()
+    lines = capsys.readouterr().err.splitlines()
+    where = tmp_path / "world"
+    assert (
+        lines[0]
+        == f"shapes world: generating 12 images (8 train, 2 val, 1 test, 1 holdout) into {where}"
+    )
+    progress = [
+        line
+        for line in lines[1:-1]
+        if re.fullmatch(
+            r"shapes world: \d+/12 images \(\d+ %\)  elapsed \d:\d\d  eta \d:\d\d", line
+        )
+    ]
+    assert progress and progress == lines[1:-1]
+    assert re.fullmatch(r"shapes world: done, 12 images in \d:\d\d", lines[-1])
+
+
+# ---- one format for scores ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, value, shown",
+    [
+        ("test/exact_match", 10.0000001, "10.00 %"),  # computed × 100 (split_scores)
+        ("val/attention_hits", 99.6875, "99.69 %"),
+        ("val/malformed", 0.0, "0.00 %"),
+        ("test/bleu", 31.5234, "31.52"),
+        ("val/f1", 14.70279312133789, "14.70"),
+        ("val/cider", 52.125, "52.12"),
+        ("test/loss", 1.23449, "1.234"),
+        ("val/loss", 0.000839512, "0.0008395"),
+        ("train/loss", 12.0, "12.00"),
+        ("lr-Adam", 0.003, "0.003"),
+        ("test/bleu/dataloader_idx_1", 3.14159, "3.14"),
+    ],
+)
+def test_every_score_is_shown_with_its_unit_and_sensible_digits(name, value, shown):
+    assert format_score(name, value) == shown
+
+
+def test_the_score_table_is_sorted_and_aligned():
+    table = score_table([("test/loss", 1.23449), ("test/exact_match", 10.0), ("test/bleu", 31.5)])
+    assert table.splitlines() == [
+        "test/bleu         31.50",
+        "test/exact_match  10.00 %",
+        "test/loss         1.234",
+    ]
+
+
+# ---- Lightning's noise --------------------------------------------------------------------------
+
+
+def test_lightnings_leafspec_futurewarning_is_silenced_and_no_other_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _tree_flatten(torch.zeros(1))  # Lightning builds a LeafSpec: torch warns
+        assert [w.category for w in caught] == [FutureWarning], "the warning this is about"
+        caught.clear()
+        silence_known_noise()
+        _tree_flatten(torch.zeros(1))
+        warnings.warn(
+            "`isinstance(treespec, LeafSpec)` is deprecated here too", FutureWarning, stacklevel=1
+        )
+    assert [str(w.message) for w in caught] == [
+        "`isinstance(treespec, LeafSpec)` is deprecated here too"
+    ], "the same words from another module still show"
+
+
+def test_lightnings_adverts_are_dropped_and_its_other_lines_kept():
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(RANK_ZERO_LOGGER)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        silence_known_noise()
+        Trainer(logger=False, accelerator="cpu", enable_checkpointing=False)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    messages = [record.getMessage() for record in records]
+    assert any(m.startswith("GPU available") for m in messages), messages
+    assert not [m for m in messages if "Tip" in m or "litlogger" in m]
+
+
+def test_seqtasks_test_prints_its_scores_in_one_format_and_no_fit_state_warnings(
+    run, tmp_path, capsys, monkeypatch
+):
+    """`seqtasks test` of a checkpoint whose fit had a time limit (a Timer) and wrote into
+    another version folder: no warning about either, a progress line at the end, and the
+    scores as `score_table` writes them instead of Lightning's table."""
+    root, _ = run
+    monkeypatch.setattr(sys, "argv", ["seqtasks"])
+    last = root / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    args = dates_args(root.parent / "dates", root, "--trainer.limit_test_batches=1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        main(["test", *args, f"--ckpt_path={last}"])
+    shown = [str(w.message) for w in caught]
+    assert not [m for m in shown if "ckpt_path" in m or "dirpath" in m or "LeafSpec" in m], shown
+    out, err = capsys.readouterr()
+    assert re.fullmatch(
+        r"test/bleu +\d+\.\d\d\ntest/chrf +\d+\.\d\d\ntest/exact_match +\d+\.\d\d %\n"
+        r"test/loss +\d\.\d{3,}(e-\d+)?\n",
+        out,
+    ), out
+    assert re.search(r"^test: done in 0:\d\d$", err, re.MULTILINE), err

@@ -14,6 +14,7 @@ from pathlib import Path
 from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.data.translation import TranslationData
 from seqtasks.io.files import write_atomic
+from seqtasks.io.preparation import Preparation
 
 MONTHS = [
     "january",
@@ -93,16 +94,19 @@ def generate(n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def write_dates(out: Path, train: int = 20000, val: int = 500, test: int = 1000, seed: int = 0):
-    """Write train/val/test `.text`/`.iso` files and character-level sentencepiece models."""
+    """Write train/val/test `.text`/`.iso` files and character-level sentencepiece models,
+    saying so on stderr (`Preparation`)."""
     out.mkdir(parents=True, exist_ok=True)
     splits = {"train": train, "val": val, "test": test}
-    corpus = {name: generate(n, seed + i) for i, (name, n) in enumerate(splits.items())}
-    for name, pairs in corpus.items():
+    start = f"generating {sum(splits.values()):,} pairs and their sentencepiece models in {out}"
+    with Preparation("dates corpus", start, ticking=True):
+        corpus = {name: generate(n, seed + i) for i, (name, n) in enumerate(splits.items())}
+        for name, pairs in corpus.items():
+            for side, lang in enumerate(("text", "iso")):
+                write_atomic(out / f"{name}.{lang}", "".join(p[side] + "\n" for p in pairs))
         for side, lang in enumerate(("text", "iso")):
-            write_atomic(out / f"{name}.{lang}", "".join(p[side] + "\n" for p in pairs))
-    for side, lang in enumerate(("text", "iso")):
-        tokenizer = train_sentencepiece((p[side] for p in corpus["train"]), 100, "char")
-        write_atomic(out / f"spm.{lang}.model", tokenizer.proto)
+            tokenizer = train_sentencepiece((p[side] for p in corpus["train"]), 100, "char")
+            write_atomic(out / f"spm.{lang}.model", tokenizer.proto)
 
 
 class DatesData(TranslationData):

@@ -3,7 +3,6 @@ the backbone again: on a CPU that is most of the cost of an epoch."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -12,8 +11,7 @@ from torch import Tensor
 
 from seqtasks.data.captions import load_image
 from seqtasks.io.files import temporary_path
-
-log = logging.getLogger(__name__)
+from seqtasks.io.preparation import Preparation
 
 
 class FeatureCache:
@@ -45,19 +43,22 @@ class FeatureCache:
         self, paths: Sequence[Path], extract: Callable[[Tensor], Tensor], batch_size: int = 32
     ) -> None:
         """Compute the maps of the `paths` not cached yet with `extract` ((B, 3, H, W) images in
-        [0, 1] -> (B, C, h, w)), and save the cache (atomically) if anything was added."""
+        [0, 1] -> (B, C, h, w)), and save the cache (atomically) if anything was added, saying
+        on stderr how far it has got (`Preparation`)."""
         missing = list(
             dict.fromkeys(p.resolve() for p in paths if str(p.resolve()) not in self.maps)
         )
         if not missing:
             return
-        log.info("computing %d feature maps for %s", len(missing), self.path)
-        for start in range(0, len(missing), batch_size):
-            chunk = missing[start : start + batch_size]
-            images = torch.stack([load_image(p, self.image_size) for p in chunk])
-            for path, features in zip(chunk, extract(images).half().cpu()):
-                self.maps[str(path)] = features.clone()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temporary_path(self.path)
-        torch.save(self.maps, tmp)
-        tmp.replace(self.path)
+        start = f"computing the feature maps of {len(missing):,} images into {self.path}"
+        with Preparation("feature cache", start, len(missing), "images") as preparation:
+            for first in range(0, len(missing), batch_size):
+                chunk = missing[first : first + batch_size]
+                images = torch.stack([load_image(p, self.image_size) for p in chunk])
+                for path, features in zip(chunk, extract(images).half().cpu()):
+                    self.maps[str(path)] = features.clone()
+                preparation.advance(len(chunk))
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = temporary_path(self.path)
+            torch.save(self.maps, tmp)
+            tmp.replace(self.path)

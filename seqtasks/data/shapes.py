@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from seqtasks.io.files import write_atomic
+from seqtasks.io.preparation import Preparation
 
 GRID = 3
 COLOURS = {
@@ -233,36 +235,45 @@ class Example:
     captions: list[str] = field(default_factory=list)
 
 
-def generate(world: World, split: str, count: int, seed: int) -> list[Example]:
-    """`count` examples of `split`, the same for the same (world, split, count, seed)."""
+def examples(world: World, split: str, count: int, seed: int) -> Iterator[Example]:
+    """`count` examples of `split`, one at a time, the same for the same (world, split, count,
+    seed)."""
     rng = random.Random(f"shapes-{seed}-{split}")
-    examples = []
     for i in range(count):
         scene = sample_scene(world, rng, holdout=split == "holdout")
         image = render(scene, world, rng)
-        examples.append(Example(f"{split}_{i:05d}.png", split, image, scene, captions(scene)))
-    return examples
+        yield Example(f"{split}_{i:05d}.png", split, image, scene, captions(scene))
+
+
+def generate(world: World, split: str, count: int, seed: int) -> list[Example]:
+    """`examples` as a list."""
+    return list(examples(world, split, count, seed))
 
 
 def write_world(out: Path, world: World, counts: dict[str, int], seed: int) -> None:
     """Write `images/*.png`, `captions.txt` (CSV image,caption), `splits.json`, `scenes.json`
     and `world.json` into `out`, the layout `CaptionData` reads; `world.json` comes last, so a
-    folder that has it is complete."""
+    folder that has it is complete. Says on stderr how far it has got (`Preparation`)."""
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows, splits, scenes = io.StringIO(), {}, {}
     writer = csv.writer(rows, lineterminator="\n")
     writer.writerow(["image", "caption"])
-    for split, count in counts.items():
-        examples = generate(world, split, count, seed)
-        splits[split] = [e.name for e in examples]
-        for example in examples:
-            buffer = io.BytesIO()
-            example.image.save(buffer, format="PNG")
-            write_atomic(out / "images" / example.name, buffer.getvalue())
-            writer.writerows([example.name, c] for c in example.captions)
-            scenes[example.name] = example.scene.to_dict()
-    write_atomic(out / "captions.txt", rows.getvalue())
-    write_atomic(out / "splits.json", json.dumps(splits))
-    write_atomic(out / "scenes.json", json.dumps(scenes))
-    description = {"world": asdict(world), "counts": counts, "seed": seed}
-    write_atomic(out / "world.json", json.dumps(description, indent=1))
+    total = sum(counts.values())
+    each = ", ".join(f"{count:,} {split}" for split, count in counts.items())
+    start = f"generating {total:,} images ({each}) into {out}"
+    with Preparation("shapes world", start, total, "images") as preparation:
+        for split, count in counts.items():
+            splits[split] = []
+            for example in examples(world, split, count, seed):
+                buffer = io.BytesIO()
+                example.image.save(buffer, format="PNG")
+                write_atomic(out / "images" / example.name, buffer.getvalue())
+                writer.writerows([example.name, c] for c in example.captions)
+                scenes[example.name] = example.scene.to_dict()
+                splits[split].append(example.name)
+                preparation.advance()
+        write_atomic(out / "captions.txt", rows.getvalue())
+        write_atomic(out / "splits.json", json.dumps(splits))
+        write_atomic(out / "scenes.json", json.dumps(scenes))
+        description = {"world": asdict(world), "counts": counts, "seed": seed}
+        write_atomic(out / "world.json", json.dumps(description, indent=1))

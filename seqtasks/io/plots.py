@@ -3,6 +3,7 @@ Files are written atomically."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -80,9 +81,11 @@ def plot_caption_attention(
     path: str | Path,
     columns: int = 5,
 ) -> Path:
-    """The image with its caption, then one panel per word: the attention behind the word,
-    an (H, W) map upsampled bilinearly to the image and laid over it (scaled to its own peak,
-    whose value α is in the panel's title).
+    """The image under its caption, then one panel per word: the attention behind the word, an
+    (H, W) map of α upsampled bilinearly to the image and laid over it, and a colour bar for
+    α, the weight of each grid cell (0–1; a word's weights sum to 1). Every panel has the
+    same colour scale, from 0 to the caption's highest α, so panels compare; a word's own
+    highest α is in its title.
 
     Args:
         image: (3, S, S) RGB in [0, 1].
@@ -90,18 +93,32 @@ def plot_caption_attention(
         attention: (T, L) the weights over the L = H·W grid cells.
         grid: (H, W).
     """
-    maps = attention.detach().float().cpu().view(-1, 1, *grid)  # (T, 1, H, W)
+    weights = attention.detach().float().cpu()
+    maps = weights.view(-1, 1, *grid)  # (T, 1, H, W)
     maps = F.interpolate(maps, size=image.shape[-2:], mode="bilinear", align_corners=False)
     picture = image.detach().float().cpu().permute(1, 2, 0).numpy()
+    top = max(float(weights.max()), 1e-12)
     panels = len(words) + 1
     rows = -(-panels // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(2.2 * columns + 1, 2.4 * rows + 0.6),
+        squeeze=False,
+        layout="constrained",
+    )
     for axis in axes.flat:
         axis.axis("off")
+    figure.suptitle(textwrap.fill(" ".join(words), width=16 * columns), fontsize=9)
     axes.flat[0].imshow(picture)
-    axes.flat[0].set_title(" ".join(words), fontsize=7, wrap=True)
-    for axis, word, heat, peak in zip(axes.flat[1:], words, maps[:, 0], attention.amax(-1)):
+    axes.flat[0].set_title("the image", fontsize=8)
+    heat = None
+    for axis, word, upsampled, peak in zip(axes.flat[1:], words, maps[:, 0], weights.amax(-1)):
         axis.imshow(picture)
-        axis.imshow(heat / heat.max().clamp(min=1e-12), cmap="inferno", alpha=0.6, vmin=0, vmax=1)
-        axis.set_title(f"{word} (α {float(peak):.2f})", fontsize=8)
+        heat = axis.imshow(upsampled, cmap="inferno", alpha=0.6, vmin=0.0, vmax=top)
+        axis.set_title(f"{word} (highest α {float(peak):.2f})", fontsize=8)
+    if heat is not None:
+        bar = figure.colorbar(heat, ax=axes, shrink=min(1.0, 2.0 / rows), aspect=30)
+        bar.solids.set_alpha(1.0)
+        bar.set_label("α: attention weight of a grid cell (0–1; each word's sum to 1)", fontsize=8)
     return _save(figure, path)

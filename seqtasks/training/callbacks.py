@@ -9,8 +9,11 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 
+from seqtasks.api.translator import Translator
 from seqtasks.io.files import write_atomic
 from seqtasks.io.plots import plot_attention, png_pixels
+from seqtasks.metrics.formats import format_score
+from seqtasks.tasks import TranslationTask
 
 
 class AttentionPlots(L.Callback):
@@ -27,10 +30,10 @@ class AttentionPlots(L.Callback):
         self.folder: Path | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if not hasattr(pl_module, "translate"):
+        if not isinstance(pl_module, TranslationTask):
             raise ValueError(
                 f"AttentionPlots draws a translation model's attention, not a "
-                f"{type(pl_module).__name__}'s: for images use apps/caption.py --attention-maps"
+                f"{type(pl_module).__name__}'s: for images use seqtasks caption --attention-maps"
             )
         if not pl_module.decoder.gives_attention:
             raise ValueError(
@@ -46,15 +49,15 @@ class AttentionPlots(L.Callback):
             return
         examples = trainer.datamodule.datasets["validate"].examples[: self.num_examples]
         sentences = [e.src_text for e in examples]
-        results = pl_module.translate(sentences, beam_size=1, return_attention=True)
+        translator = Translator(pl_module, [])  # the model as it is now, not a checkpoint
+        results = translator.translate(sentences, beam=1, attention=True)
         boards = [logger for logger in trainer.loggers if isinstance(logger, TensorBoardLogger)]
-        for i, (sentence, nbest) in enumerate(zip(sentences, results)):
-            best = nbest[0]
+        for i, (sentence, best) in enumerate(zip(sentences, results)):
             if best.attention is None:  # an empty translation
                 continue
             path = plot_attention(
                 best.attention,
-                pl_module.source_pieces(sentence),
+                translator.source_pieces(sentence),
                 best.tokens,
                 self.folder / f"example{i}.png",
                 title=f"epoch {trainer.current_epoch}: {sentence} → {best.text}",
@@ -68,7 +71,8 @@ class AttentionPlots(L.Callback):
 
 
 class FitSummary(L.Callback):
-    """At the end of `fit`, print the best validation score, its checkpoint and the plots."""
+    """At the end of `fit`, print the best validation score, its checkpoint, the last scores
+    (`metrics.formats`) and the plots."""
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         # Here, where every process asks: `log_dir` is a collective call under DDP.
@@ -79,12 +83,12 @@ class FitSummary(L.Callback):
         checkpoint = trainer.checkpoint_callback
         lines = []
         if checkpoint is not None and checkpoint.best_model_path:
-            score = checkpoint.best_model_score
-            shown = f"{float(score):.2f}" if score is not None else "n/a"
-            lines.append(f"best {checkpoint.monitor} = {shown}: {checkpoint.best_model_path}")
+            score, monitor = checkpoint.best_model_score, checkpoint.monitor
+            shown = "n/a" if score is None else format_score(monitor or "", float(score))
+            lines.append(f"best {monitor} {shown}: {checkpoint.best_model_path}")
         for name, value in sorted(trainer.callback_metrics.items()):
             if name.startswith("val/"):
-                lines.append(f"last {name} = {float(value):.2f}")
+                lines.append(f"last {name} {format_score(name, value)}")
         if self.plots.is_dir():
             lines.append(f"attention plots: {self.plots}")
         print("\n".join(["", "== seqtasks fit summary ==", *lines]))

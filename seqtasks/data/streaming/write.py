@@ -16,6 +16,7 @@ import numpy as np
 from seqtasks.data.streaming.shards import FORMAT, MANIFEST, SHARD_FILE, SIDES, digest, token_dtype
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 from seqtasks.io.files import open_atomic, write_atomic
+from seqtasks.io.preparation import Preparation
 
 
 # ---- reading text a block at a time ---------------------------------------------------------
@@ -144,8 +145,8 @@ def write_shards(
     chunk: int = 20_000,
 ) -> dict:
     """Tokenise two line-aligned files into shards of `shard_size` pairs in `out`, reading
-    `chunk` lines at a time (each side encoded by sentencepiece on `threads` threads), and
-    return the manifest.
+    `chunk` lines at a time (each side encoded by sentencepiece on `threads` threads), saying on
+    stderr how far it has got (`Preparation`), and return the manifest.
 
     The old manifest is removed first and the new one written last, so a folder is usable only
     once complete; each file is written to a temporary name and renamed. Shards of an earlier
@@ -160,20 +161,23 @@ def write_shards(
     dtypes = tuple(token_dtype(t.vocab_size) for t in tokenizers)
     writer = _ShardWriter(out, shard_size)
     lines = empty = too_long = 0
-    for src_lines, tgt_lines in stream_pairs(src_path, tgt_path, chunk):
-        (src, src_len), (tgt, tgt_len) = (
-            _encode(t, side, threads) for t, side in zip(tokenizers, (src_lines, tgt_lines))
-        )
-        is_empty = (src_len == 0) | (tgt_len == 0)
-        is_long = ~is_empty & (np.maximum(src_len, tgt_len) > max_length)
-        keep = ~(is_empty | is_long)  # (chunk,)
-        lines += len(src_lines)
-        empty += int(is_empty.sum())
-        too_long += int(is_long.sum())
-        writer.add(
-            *_flatten(src, src_len, keep, dtypes[0]), *_flatten(tgt, tgt_len, keep, dtypes[1])
-        )
-    shards = writer.close()
+    start = f"tokenising {src_path} and {tgt_path} into {out}"
+    with Preparation("shards", start, unit="lines") as preparation:
+        for src_lines, tgt_lines in stream_pairs(src_path, tgt_path, chunk):
+            (src, src_len), (tgt, tgt_len) = (
+                _encode(t, side, threads) for t, side in zip(tokenizers, (src_lines, tgt_lines))
+            )
+            is_empty = (src_len == 0) | (tgt_len == 0)
+            is_long = ~is_empty & (np.maximum(src_len, tgt_len) > max_length)
+            keep = ~(is_empty | is_long)  # (chunk,)
+            lines += len(src_lines)
+            empty += int(is_empty.sum())
+            too_long += int(is_long.sum())
+            writer.add(
+                *_flatten(src, src_len, keep, dtypes[0]), *_flatten(tgt, tgt_len, keep, dtypes[1])
+            )
+            preparation.advance(len(src_lines))
+        shards = writer.close()
     manifest = {
         "format": FORMAT,
         "sources": [str(src_path), str(tgt_path)],
