@@ -76,7 +76,7 @@ MUTANTS = [
     Mutant(
         "the attention padding mask dropped",
         "seqtasks/attention/scores.py",
-        '        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))\n',
+        '        scores = scores.masked_fill(~memory.mask[:, None, :], float("-inf"))\n',
         "",
         ("test_reference_steps.py::test_attention_matches_reference",),
     ),
@@ -171,8 +171,8 @@ MUTANTS = [
     Mutant(
         "the encoder run twice per validation batch",
         "seqtasks/tasks/translation.py",
-        "for nbest in self.search(memory, beam)]",
-        "for nbest in self.search(self.encode(batch), beam)]",
+        "hypotheses = self.search(memory, settings)",
+        "hypotheses = self.search(self.encode(batch), settings)",
         ("test_translation_task.py::test_validation_scores_equal_scores_worked_out_another_way",),
     ),
     Mutant(
@@ -232,9 +232,9 @@ MUTANTS = [
     ),
     Mutant(
         "the Transformer's attention taken from its first head instead of the heads' mean",
-        "seqtasks/attention/multihead.py",
-        "weights = alpha.mean(dim=1).reshape(rows, length, -1)",
-        "weights = alpha[:, 0].reshape(rows, length, -1)",
+        "seqtasks/attention/base.py",
+        "return context, alpha.mean(dim=1).reshape(rows, length, -1)",
+        "return context, alpha[:, 0].reshape(rows, length, -1)",
         ("test_contract.py::test_attention_has_one_shape_for_every_decoder",),
     ),
     Mutant(
@@ -267,9 +267,9 @@ MUTANTS = [
     ),
     Mutant(
         "the API's n-best alternatives start with the best hypothesis again",
-        "seqtasks/api/models.py",
-        "return [replace(nbest[0], alternatives=list(nbest[1:])) for nbest in results]",
-        "return [replace(nbest[0], alternatives=list(nbest[:-1])) for nbest in results]",
+        "seqtasks/api/model.py",
+        "    return replace(best, alternatives=others)",
+        "    return replace(best, alternatives=list(nbest[:-1]))",
         ("test_api.py::test_translate_equals_the_tasks_search_with_n_best_alternatives",),
     ),
     Mutant(
@@ -296,8 +296,8 @@ MUTANTS = [
     Mutant(
         "a progress line at every step on a non-terminal",
         "seqtasks/training/progress.py",
-        "(step % self.every_n_steps == 0 or step >= self._total)",
-        "(step % 1 == 0 or step >= self._total)",
+        "counted = step % self.every_n_steps == 0 or step >= self._total",
+        "counted = step % 1 == 0 or step >= self._total",
         ("test_logging.py::test_without_a_terminal_progress_is_plain_lines_every_n_steps",),
     ),
     Mutant(
@@ -428,7 +428,7 @@ MUTANTS = [
     ),
     Mutant(
         "caption.py writing attention maps without looking for the images they would replace",
-        "apps/caption.py",
+        "seqtasks/commands/caption.py",
         "        if path.resolve() in inputs:\n",
         "        if False:\n",
         ("test_outputs.py::test_caption_refuses_to_write_over_an_image",),
@@ -449,14 +449,14 @@ MUTANTS = [
     ),
     Mutant(
         "a source cut at the asked max_length even beyond the encoder's positions",
-        "seqtasks/api/models.py",
+        "seqtasks/api/translator.py",
         "return max_length if positions is None else min(max_length, positions - 1)",
         "return max_length",
         ("test_api.py::test_sources_and_outputs_stay_within_the_positions_a_transformer_has",),
     ),
     Mutant(
         "sentences handed to the tokeniser without checking they are valid Unicode",
-        "seqtasks/api/models.py",
+        "seqtasks/api/translator.py",
         '        check_text(sentence, f"sentence {i}")\n    return sentences',
         "        pass\n    return sentences",
         ("test_api.py::test_text_a_tokeniser_cannot_read_is_refused_naming_the_sentence",),
@@ -675,13 +675,13 @@ MUTANTS = [
     Mutant(
         "serve: the device not checked in the command (hangs without a GPU)",
         "seqtasks/serving/command.py",
-        "        check_device(args.device)\n",
+        "        check_device(settings.device)\n",
         "",
         ("test_serve_requests.py::test_a_gpu_that_is_not_here_is_refused_before_anything_starts",),
     ),
     Mutant(
         "evaluate.py captioning ending without its scores when the baseline cannot be scored",
-        "apps/evaluate.py",
+        "seqtasks/commands/evaluate.py",
         '            unscored = fail(f"nearest-neighbour baseline: {error}; the model',
         '            return fail(f"nearest-neighbour baseline: {error}; the model',
         (
@@ -829,7 +829,7 @@ MUTANTS = [
     ),
     Mutant(
         "a model a trainer restores described as built from its hyperparameters",
-        "seqtasks/tasks/checkpointing.py",
+        "seqtasks/training/checkpoint_hooks.py",
         "from_config=self._trainer is not None",
         "from_config=False",
         (
@@ -854,7 +854,7 @@ MUTANTS = [
     ),
     Mutant(
         "a parse sentence longer than a Transformer encoder reads handed to the model",
-        "seqtasks/api/models.py",
+        "seqtasks/api/parser.py",
         "            if self.max_words is not None and len(tokens) > self.max_words:",
         "            if False:",
         (
@@ -921,6 +921,141 @@ MUTANTS = [
         "        tokens, examples = int((batch.tgt_out != PAD_ID).sum()), len(batch)",
         "        tokens, examples = batch.tgt_out.numel(), len(batch)",
         ("test_bench_gpu.py::test_cpu_run_reports_counts_and_compares",),
+    ),
+    Mutant(
+        "the decoding bench's prefix-rerunning reference allowed one more output token than ours",
+        "bench/reference_transformer.py",
+        "limit = max_lengths(memory, settings.max_length_ratio, settings.max_length_offset)",
+        "limit = max_lengths(memory, settings.max_length_ratio, settings.max_length_offset + 1)",
+        ("test_bench_translation.py::test_decoding_bench_finds_the_references_outputs",),
+    ),
+    Mutant(
+        "the streaming speed bench timing the in-memory path twice instead of the shards",
+        "bench/streaming_speed.py",
+        'child(["--config", args.config, *shard_dir, *common], args.threads)',
+        'child(["--config", args.config_memory, *common], args.threads)',
+        ("test_bench_streaming.py::test_prepare_then_compare_both_paths_on_the_same_batches",),
+    ),
+    Mutant(
+        "search's hypotheses attend to the memory of the wrong input (rows grouped by stride)",
+        "seqtasks/attention/base.py",
+        "grouped = query.reshape(memory.mask.size(0), -1, query.size(-1))  # (B, K·T, D_q)",
+        "grouped = query.reshape(-1, memory.mask.size(0), query.size(-1)).transpose(0, 1)",
+        ("test_attention.py::test_hypotheses_attend_like_inputs_repeated",),
+    ),
+    Mutant(
+        "Luong's multi-head context taken as W_cc c, without W_c's context half",
+        "seqtasks/decoders/luong.py",
+        "        if not self.attention.values_are_annotations:\n            return torch.tanh(",
+        "        if False:\n            return torch.tanh(",
+        ("test_reference_steps.py::test_teacher_forcing_matches_reference",),
+    ),
+    Mutant(
+        "the older `self_attention: linear` read as softmax attention",
+        "seqtasks/attention/linear.py",
+        'names = {"softmax": SelfAttention, "linear": LinearSelfAttention}',
+        'names = {"softmax": SelfAttention, "linear": SelfAttention}',
+        ("test_linear_attention.py::test_checkpoint_hparams_with_the_string_form_still_build",),
+    ),
+    Mutant(
+        "progress lines by steps only: silent for minutes when steps are slow",
+        "seqtasks/training/progress.py",
+        "if step != self._last_step and (counted or self._due()):",
+        "if step != self._last_step and counted:",
+        ("test_logging.py::test_lines_come_by_time_too_the_first_early",),
+    ),
+    Mutant(
+        "a preparation silent between its first and last line",
+        "seqtasks/io/preparation.py",
+        "        if self.clock() - self._last_line >= self.every:",
+        "        if False:",
+        (
+            "test_logging.py::test_a_preparation_says_when_it_starts_how_far_it_got_and_when_it_is_done",
+        ),
+    ),
+    Mutant(
+        "exact match printed as a bare 16-digit number",
+        "seqtasks/metrics/formats.py",
+        '        return f"{value:.2f} %"',
+        "        return str(value)",
+        ("test_logging.py::test_every_score_is_shown_with_its_unit_and_sensible_digits",),
+    ),
+    Mutant(
+        "the LeafSpec FutureWarning filter naming the wrong module",
+        "seqtasks/training/noise.py",
+        'module=r"lightning\\.pytorch\\.utilities\\._pytree",',
+        'module=r"lightning\\.pytorch\\.utilities\\.pytree",',
+        (
+            "test_logging.py::test_lightnings_leafspec_futurewarning_is_silenced_and_no_other_warning",
+        ),
+    ),
+    Mutant(
+        "plateau schedulers stepped by the sanity check and by validate runs too",
+        "seqtasks/training/hooks.py",
+        '        if self.trainer.state.fn == "fit" and not self.trainer.sanity_checking:',
+        "        if True:",
+        (
+            "test_training_hooks.py::test_a_plateau_scheduler_steps_after_each_validation_of_a_fit_only",
+        ),
+    ),
+    Mutant(
+        "the task's training step no longer watches its loss",
+        "seqtasks/tasks/base.py",
+        "        self.watch_loss(loss, batch_idx)\n",
+        "",
+        ("test_resume.py::test_a_numerical_fault_stops_the_run_before_any_nan_checkpoint",),
+    ),
+    Mutant(
+        "a data module's padding settings ignored",
+        "seqtasks/data/module.py",
+        "        self.padding = Padding(pad_to_multiple, tuple(length_buckets))",
+        "        self.padding = Padding()",
+        ("test_batching.py::test_token_budget_counts_the_padded_lengths",),
+    ),
+    Mutant(
+        "the seqtasks command importing Lightning before it knows the command",
+        "seqtasks/commands/__init__.py",
+        "import seqtasks\n",
+        "import seqtasks\nimport seqtasks.cli.main  # noqa: F401\n",
+        ("test_commands.py::test_help_imports_nothing_heavy",),
+    ),
+    Mutant(
+        "--beam defaulting to a number instead of the checkpoint's own beam",
+        "seqtasks/cli/arguments.py",
+        '        "--beam", type=positive_int, help=',
+        '        "--beam", type=positive_int, default=5, help=',
+        ("test_commands.py::test_search_options_reach_the_api_only_when_given",),
+    ),
+    Mutant(
+        "a call without a beam searching with the validation settings, not the test ones",
+        "seqtasks/api/model.py",
+        "        return self.task.test_settings.override(",
+        "        return self.task.val_settings.override(",
+        ("test_api.py::test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives",),
+    ),
+    Mutant(
+        "an n_best one over the beam let through to beam search",
+        "seqtasks/search/settings.py",
+        "        if self.n_best > self.beam:",
+        "        if self.n_best > self.beam + 1:",
+        ("test_search_settings.py::test_settings_that_cannot_work_are_refused_naming_them",),
+    ),
+    Mutant(
+        "search keeps the attention memory of the first inputs, not of those still searched",
+        "seqtasks/attention/base.py",
+        "return AttentionMemory(*(part.index_select(0, inputs) for part in self))",
+        "return AttentionMemory(*(part[: inputs.numel()] for part in self))",
+        (
+            "test_attention.py::test_hypotheses_attend_like_inputs_repeated",
+            "test_search_equivalence.py::test_beam_search_equals_the_reference",
+        ),
+    ),
+    Mutant(
+        "every Transformer layer reads the first layer's cross-attention memory once inputs drop",
+        "seqtasks/decoders/transformer.py",
+        "memory=[m.select(inputs) for m in state.memory]",
+        "memory=[state.memory[0].select(inputs) for m in state.memory]",
+        ("test_search_equivalence.py::test_beam_search_equals_the_reference",),
     ),
 ]
 
