@@ -85,6 +85,7 @@ class LineProgress(ProgressBar):
         `first_after` from now, another (a validation inside `fit`) when the last line's
         `every_seconds` are up."""
         self._phase_start = self.clock()
+        self._evaluated = 0  # batches of the evaluation under way, all its dataloaders'
         if early:
             self._next_line = self._phase_start + self.first_after
         return self._phase_start
@@ -177,14 +178,14 @@ class LineProgress(ProgressBar):
             return f"validation {where}", trainer.num_val_batches
         return "validation", trainer.num_val_batches
 
-    def batch_line(self, trainer: L.Trainer, batch_idx: int, dataloader_idx: int) -> str:
-        """How far the current evaluation has got: batches done of all, time elapsed and left."""
+    def batch_line(self, trainer: L.Trainer) -> str:
+        """How far the current evaluation has got: batches done of all (every dataloader's),
+        time elapsed and left."""
         what, counts = self._evaluation(trainer)
-        total = counts[dataloader_idx] if isinstance(counts, list) else counts
-        done, elapsed = batch_idx + 1, self.clock() - self._phase_start
+        total = sum(counts) if isinstance(counts, list) else counts
+        done, elapsed = self._evaluated, self.clock() - self._phase_start
         of = f"/{total}" if math.isfinite(total) else ""
-        loader = f" of dataloader {dataloader_idx}" if dataloader_idx else ""
-        parts = [f"{what}: batch {done}{of}{loader}", f"elapsed {clock(elapsed)}"]
+        parts = [f"{what}: batch {done}{of}", f"elapsed {clock(elapsed)}"]
         if math.isfinite(total) and total > done:
             parts.append(f"eta {clock(elapsed * (total - done) / done)}")
         return "  ".join(parts)
@@ -196,18 +197,12 @@ class LineProgress(ProgressBar):
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start_phase()
 
-    def _evaluation_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        """After a batch of validation, test or prediction: its line, when one is due."""
+    def _evaluation_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
+        """After a batch of validation, test or prediction (Lightning passes the module, the
+        outputs, the batch and its indices too): its line, when one is due."""
+        self._evaluated += 1
         if self._due():
-            self._write(self.batch_line(trainer, batch_idx, dataloader_idx))
+            self._write(self.batch_line(trainer))
 
     on_predict_start = on_test_start
     on_validation_batch_end = on_test_batch_end = on_predict_batch_end = _evaluation_batch_end
