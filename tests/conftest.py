@@ -21,6 +21,13 @@ REPO = Path(__file__).resolve().parents[1]
 # Modules whose module fixtures are costly (trained checkpoints, a running server): under
 # `pytest -n auto` each runs on one worker, so that they are made once, not once per worker.
 ONE_WORKER = {"test_serve.py", "test_export.py", "test_fit_checks.py"}
+# The longest test (minutes, alone in its module): collected first, so that under `-n auto` a
+# worker starts it at once and the others share the rest, rather than all wait on it at the end.
+FIRST = "test_readme.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name != FIRST)  # stable: the rest keep their order
 
 
 @pytest.hookimpl(optionalhook=True)

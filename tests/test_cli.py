@@ -135,60 +135,6 @@ def test_config_fast_dev_run(config, multi30k_dir, tmp_path, request, monkeypatc
     )
 
 
-def test_fit_then_test_end_to_end(multi30k_dir, tmp_path, child_env):
-    config = REPO / "configs" / "translation" / "rnn_bahdanau.yaml"
-    root = tmp_path / "run"
-    common = ["--config", str(config), *data_overrides(config, multi30k_dir, tmp_path)]
-    fit = seqtasks(
-        [
-            "fit",
-            *common,
-            "--trainer.max_steps",
-            "3",
-            "--trainer.limit_val_batches",
-            "2",
-            "--trainer.default_root_dir",
-            str(root),
-        ],
-        child_env,
-        tmp_path,
-    )
-    assert fit.returncode == 0, fit.stderr[-4000:]
-
-    last = list(root.glob("**/checkpoints/last.ckpt"))
-    assert len(last) == 1, f"no single last.ckpt under {root}: {list(root.rglob('*'))}"
-    best = list(root.glob("**/checkpoints/epoch*.ckpt"))
-    assert len(best) == 1, f"no best checkpoint beside {last[0]}"
-    assert list(root.glob("**/config.yaml")), "the CLI saves the resolved config"
-
-    # The checkpoint is all an app needs: it loads (weights-only) and carries its tokenisers.
-    from seqtasks.api import Translator
-    from seqtasks.tasks import TranslationTask
-
-    model = TranslationTask.load_from_checkpoint(last[0], map_location="cpu")
-    assert model.src_tokenizer is not None and model.src_tokenizer.vocab_size == 1000
-    assert torch.load(last[0], map_location="cpu", weights_only=False)["global_step"] == 3
-    (translation,) = Translator(model, []).translate(["Ein Hund läuft."], beam=2, max_length=20)
-    assert isinstance(translation.text, str)
-
-    test = seqtasks(
-        [
-            "test",
-            *common,
-            "--ckpt_path",
-            str(last[0]),
-            "--trainer.limit_test_batches",
-            "1",
-            "--trainer.default_root_dir",
-            str(tmp_path / "test"),
-        ],
-        child_env,
-        tmp_path,
-    )
-    assert test.returncode == 0, test.stderr[-4000:]
-    assert "test/bleu" in test.stdout + test.stderr
-
-
 def test_unknown_key_is_an_error(multi30k_dir, tmp_path, child_env):
     config = REPO / "configs" / "translation" / "rnn_bahdanau.yaml"
     result = seqtasks(

@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
-FIT_STEPS = "--trainer.max_steps 20 --trainer.limit_val_batches 2"
+FIT_STEPS = "--trainer.max_steps 5 --trainer.limit_val_batches 2"
 SHAPES = " ".join(
     f"--data.init_args.num_{split} {count}"
     for split, count in {"train": 64, "val": 16, "test": 16, "holdout": 16}.items()
@@ -150,7 +150,9 @@ def test_readme_blocks_run_in_order_as_written(tmp_path, shared_data):
     # What the README says the blocks leave behind.
     dates = checkout / "runs/dates/lightning_logs/version_0"
     assert (dates / "attention/example0.png").is_file()
-    assert (dates / "checkpoints/last.ckpt").is_file()
+    assert (dates / "checkpoints/last.ckpt").is_file() and (dates / "config.yaml").is_file()
+    assert len(list((dates / "checkpoints").glob("epoch*.ckpt"))) == 1  # the best, beside last
+    assert "test/bleu" in run.stdout + run.stderr  # `seqtasks test` printed its score
     assert (checkout / "exported/model.bin").is_file()
     assert any((checkout / "maps").iterdir())
     assert len((checkout / "predicted.mrg").read_text().splitlines()) == 40
