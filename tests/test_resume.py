@@ -131,24 +131,25 @@ def test_iterating_draws_nothing_from_torchs_global_generator():
 
 
 @pytest.mark.slow
-def test_killed_twice_and_resumed_equals_the_uninterrupted_run(
-    dates_config, tmp_path, child_env, capsys
-):
+def test_killed_twice_and_resumed_equals_the_uninterrupted_run(dates_config, tmp_path, child_env):
     """12 steps (2 epochs of 6) validating every 3. The interrupted run is SIGKILLed at step 4
     (last.ckpt from step 3, mid-epoch) and at step 7 (last.ckpt from step 6, the end of
     epoch 0), resumed each time with `--ckpt_path last`: its final weights, optimiser state,
-    learning rate and validation scores equal the uninterrupted run's exactly."""
+    learning rate and validation scores equal the uninterrupted run's exactly. Every run is a
+    fresh process, so nothing earlier tests left in this one can change the reference's
+    numbers."""
     data = tmp_path / "dates"
     steps = ["--trainer.max_steps=12", "--trainer.val_check_interval=3"]
-    main(dates_run(dates_config, data, tmp_path / "whole", *steps))
-    summary = [line for line in capsys.readouterr().out.splitlines() if line.startswith("last")]
+    env = with_tests_on_path(child_env)
+    whole = seqtasks(dates_run(dates_config, data, tmp_path / "whole", *steps), env, tmp_path)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    summary = [line for line in whole.stdout.splitlines() if line.startswith("last")]
     assert summary, "FitSummary printed no validation scores"
     (reference,) = (tmp_path / "whole").glob("**/checkpoints/last.ckpt")
     epoch = DatesData(str(data), num_train=120, max_tokens=512)
     epoch.setup("fit")
     assert len(epoch.train_dataloader()) == 6
 
-    env = with_tests_on_path(child_env)
     run = dates_run(dates_config, data, tmp_path / "killed", *steps)
     last = tmp_path / "killed" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
     for step, (saved, resume) in {4: (3, []), 7: (6, ["--ckpt_path", "last"])}.items():
