@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,7 @@ from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 import seqtasks
 from seqtasks.serving import main
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
+from seqtasks.serving.page import render
 from seqtasks.serving.server import ServerSettings, build_server
 from seqtasks.serving.uploads import UploadError, read_upload
 
@@ -59,7 +62,7 @@ class Doubler(BatchedEndpoint):
             raise RequestError(413, "too big")
         return Job(request["x"], request["beam"], 1)
 
-    def run(self, inputs: list[int], beam: int, n_best: int) -> list[int]:
+    def run(self, inputs: list[int], beam: int, n_best: int, attention: bool = False) -> list[int]:
         self.calls.append((inputs, beam, n_best))
         if 13 in inputs:
             raise RuntimeError("unlucky")
@@ -770,3 +773,90 @@ def test_bench_serve_measures_every_client_count_and_matches_offline(server, che
     for level in result["levels"]:
         assert level["failures"] == [] and level["same_as_offline"] == len(SENTENCES) * 2
         assert level["sentences_per_s"] > 0 and level["latency_p95_ms"] >= level["latency_p50_ms"]
+
+
+# ---- the page (GET /) and the attention it draws -----------------------------------------------
+class Controls(HTMLParser):
+    """The ids of a page's inputs, selects and textareas, the `for` of its labels, and every
+    address it names (src, href, action, url(...))."""
+
+    def __init__(self):
+        super().__init__()
+        self.controls: list[str] = []
+        self.labelled: set[str] = set()
+        self.addresses: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if tag in ("input", "select", "textarea"):
+            self.controls.append(named.get("id") or f"<{tag} without an id>")
+        if tag == "label" and named.get("for"):
+            self.labelled.add(named["for"])
+        self.addresses += [v for k, v in attrs if k in ("src", "href", "action") and v]
+
+
+def test_the_page_holds_the_tasks_served_labels_every_control_and_needs_no_internet():
+    for tasks in (
+        ["translation"],
+        ["captioning", "parsing"],
+        ["captioning", "parsing", "translation"],
+    ):
+        html = render(tasks)
+        page = Controls()
+        page.feed(html)
+        for task in ("translation", "captioning", "parsing"):
+            assert (f'<section id="{task}"' in html) == (task in tasks)
+        assert page.controls and set(page.controls) <= page.labelled, page.controls
+        assert page.addresses == []
+        named = html.replace('"http://www.w3.org/2000/svg"', "")  # SVG's namespace: a name
+        assert not re.search(r"https?://|url\(|@import|//[a-z0-9.-]+\.[a-z]{2,}/", named)
+        assert "</script>" not in html.split("<script>", 1)[1].rsplit("</script>", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_server_serves_the_page_of_its_tasks(server):
+    status, html = call(server.url + "/")
+    assert status == 200 and html.startswith("<!doctype html>")
+    for task in ("translation", "captioning", "parsing"):
+        assert f'<section id="{task}"' in html
+
+
+@pytest.mark.slow
+def test_translate_gives_attention_when_asked(server, translator):
+    sentence = SENTENCES[0]
+    status, answer = server.post("/translate", {"sentences": [sentence, ""], "attention": True})
+    assert status == 200, answer
+    got, empty = answer["translations"]
+    (want,) = translator.translate([sentence], attention=True)
+    assert got["pieces"] == want.tokens
+    assert got["source_pieces"] == translator.source_pieces(sentence)
+    assert len(got["attention"]) == len(want.tokens)  # a row per target piece
+    assert {len(row) for row in got["attention"]} == {len(got["source_pieces"])}  # source + EOS
+    assert got["attention"] == pytest.approx(want.attention.tolist(), abs=1e-3)
+    assert empty["attention"] == [] and empty["pieces"] == []
+    status, answer = server.post("/translate", {"sentences": [sentence], "attention": 1})
+    assert status == 422 and "valid boolean" in str(answer)
+
+
+@pytest.mark.slow
+def test_caption_gives_attention_over_the_grid_when_asked(server, captioner, image):
+    status, answer = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
+    assert status == 200, answer
+    (want,) = captioner.caption([image], attention=True)
+    assert answer["words"] == want.words and answer["grid"] == list(want.grid)
+    height, width = answer["grid"]
+    assert len(answer["attention"]) == len(answer["words"])  # a row per word
+    assert {len(row) for row in answer["attention"]} == {height * width}
+    status, plain = server.post("/caption", form({}, image), MULTIPART)
+    assert status == 200 and "attention" not in plain
+    status, answer = server.post("/caption", form({"attention": "yes"}, image), MULTIPART)
+    assert status == 422 and "bad form field: attention" in answer["detail"]
+
+
+@pytest.mark.slow
+def test_parse_tells_the_repairs_and_takes_no_attention(server, parser):
+    status, answer = server.post("/parse", {"sentences": ["The dog barked .", ""]})
+    assert status == 200, answer
+    assert answer["repairs"] == [p.repairs for p in parser.parse(["The dog barked .", ""])]
+    status, answer = server.post("/parse", {"sentences": ["a"], "attention": True})
+    assert status == 422 and "Extra inputs" in str(answer)

@@ -2,10 +2,10 @@
 
 LitServe gathers the requests that wait for a worker (up to `max_batch_size`, for at most
 `batch_timeout` seconds) and hands them to `predict` as one batch. Here one model call then
-serves every request of the batch that shares its search settings: their inputs are joined,
-the model batches them by length as it does offline, and each request gets its own slice of
-the results back, in its own order. Requests with different beams (or n-best sizes) are served
-by one call per setting.
+serves every request of the batch that shares its search settings (and whether it asks for
+attention weights): their inputs are joined, the model batches them by length as it does
+offline, and each request gets its own slice of the results back, in its own order. Requests
+with different beams (or n-best sizes) are served by one call per setting.
 
 A request must not fail the others: LitServe's batched loop answers a whole batch with the
 error when `decode_request`, `predict` or `encode_response` raises, so here none of them raises
@@ -48,10 +48,11 @@ class Job:
     inputs: list[Any]
     beam: int
     n_best: int
+    attention: bool = False  # whether the results keep their attention weights
 
     @property
-    def settings(self) -> tuple[int, int]:
-        return self.beam, self.n_best
+    def settings(self) -> tuple[int, int, bool]:
+        return self.beam, self.n_best, self.attention
 
 
 class BatchedEndpoint(ls.LitAPI):
@@ -80,7 +81,7 @@ class BatchedEndpoint(ls.LitAPI):
         batched = self.max_batch_size > 1
         items = list(items) if batched else [items]
         outputs: list[Any] = list(items)  # a RequestError stays in its place
-        groups: dict[tuple[int, int], list[int]] = {}
+        groups: dict[tuple[int, int, bool], list[int]] = {}
         for position, item in enumerate(items):
             if isinstance(item, Job):
                 groups.setdefault(item.settings, []).append(position)
@@ -107,10 +108,10 @@ class BatchedEndpoint(ls.LitAPI):
 
     def _serve(self, jobs: list[Job]) -> list[list[Any] | RequestError]:
         """Each job's results from one model call on all their inputs (jobs of one setting)."""
-        beam, n_best = jobs[0].settings
+        beam, n_best, attention = jobs[0].settings
         inputs = [x for job in jobs for x in job.inputs]
         try:
-            results = list(self.run(inputs, beam, n_best))
+            results = list(self.run(inputs, beam, n_best, attention))
             if len(results) != len(inputs):
                 raise RuntimeError(f"{len(results)} results for {len(inputs)} inputs")
         except Exception:
@@ -130,8 +131,9 @@ class BatchedEndpoint(ls.LitAPI):
         """The request as a Job, or raise RequestError saying what is wrong with it."""
         raise NotImplementedError
 
-    def run(self, inputs: list[Any], beam: int, n_best: int) -> list[Any]:
-        """One result per input, in order, from one call of the model."""
+    def run(self, inputs: list[Any], beam: int, n_best: int, attention: bool = False) -> list[Any]:
+        """One result per input, in order, from one call of the model (`attention`: with the
+        attention weights behind each result)."""
         raise NotImplementedError
 
     def respond(self, results: list[Any]) -> dict[str, Any]:

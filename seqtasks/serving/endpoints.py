@@ -19,6 +19,7 @@ from fastapi import Body
 from pydantic import ValidationError
 
 from seqtasks.search.settings import MAX_SOURCE_LENGTH
+from seqtasks.serving import answers
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.images import read_image
 from seqtasks.serving.requests import (
@@ -132,7 +133,11 @@ class ModelEndpoint(BatchedEndpoint):
             settings = self.model.search_settings(request.beam, request.n_best)
         except ValueError as error:  # an n_best over the beam
             raise RequestError(422, str(error)) from None
-        return Job(inputs, settings.beam, settings.n_best)
+        attention = getattr(request, "attention", False)
+        if attention and not self.model.gives_attention:
+            name = type(self.model.task.decoder).__name__
+            raise RequestError(422, f"attention was asked for, but this model's {name} has none")
+        return Job(inputs, settings.beam, settings.n_best, attention)
 
     def check(self, request: TranslateRequest | ParseRequest) -> Job:
         """Refuse (413) too many sentences, or one over the limits; the model's inputs (`read`)
@@ -154,7 +159,8 @@ class ModelEndpoint(BatchedEndpoint):
 class TranslateEndpoint(ModelEndpoint):
     """POST /translate `{"sentences": [...], "beam": 5, "n_best": 1}` (beam and n_best: the
     checkpoint's unless given) -> `{"translations": [{"text": ..., "score": ...}, ...]}`, one
-    per sentence, in order."""
+    per sentence, in order; with `"attention": true` each also has its `pieces`,
+    `source_pieces` and `attention` (`answers`)."""
 
     path = "/translate"
     unit = "subwords"
@@ -165,19 +171,26 @@ class TranslateEndpoint(ModelEndpoint):
     def read(self, index: int, sentence: str) -> tuple[str, int]:
         return sentence, len(self.model.task.src_tokenizer.encode(sentence.strip()))
 
-    def run(self, inputs: list[str], beam: int, n_best: int) -> list[Any]:
-        return self.model.translate(
-            inputs, beam=beam, n_best=n_best, max_length=self.limits.max_length
+    def run(self, inputs: list[str], beam: int, n_best: int, attention: bool = False) -> list[Any]:
+        limit = self.limits.max_length
+        found = self.model.translate(
+            inputs, beam=beam, n_best=n_best, attention=attention, max_length=limit
         )
+        if not attention:
+            return found
+        return [
+            answers.Attended(t, self.model.source_pieces(s, max_length=limit))
+            for t, s in zip(found, inputs, strict=True)
+        ]
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        return {"translations": [_result(t, "text", t.text) for t in results]}
+        return {"translations": [answers.translation(t) for t in results]}
 
 
 class ParseEndpoint(ModelEndpoint):
     """POST /parse `{"sentences": [...], "beam": 10}` (beam and n_best: the checkpoint's unless
-    given) -> `{"trees": ["(TOP (S ...))", ...], "scores": [...]}`, one per sentence, in
-    order."""
+    given) -> `{"trees": ["(TOP (S ...))", ...], "scores": [...], "repairs": [...]}`, one per
+    sentence, in order."""
 
     path = "/parse"
     unit = "words"
@@ -192,25 +205,18 @@ class ParseEndpoint(ModelEndpoint):
             raise RequestError(422, str(error)) from None
         return words, len(words)
 
-    def run(self, inputs: list[list[str]], beam: int, n_best: int) -> list[Any]:
+    def run(self, inputs: list[list[str]], beam: int, n_best: int, attention: bool = False):
         return self.model.parse(inputs, beam=beam, n_best=n_best)
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        answer: dict[str, Any] = {
-            "trees": [p.text for p in results],
-            "scores": [float(p.score) for p in results],
-        }
-        if any(p.alternatives for p in results):
-            answer["alternatives"] = [
-                [{"tree": a.text, "score": float(a.score)} for a in p.alternatives] for p in results
-            ]
-        return answer
+        return answers.parses(results)
 
 
 class CaptionEndpoint(ModelEndpoint):
     """POST /caption with an image as the body, or a multipart form with an `image` file and
-    optional `beam`, `n_best` fields (the checkpoint's unless given) -> `{"caption": ...,
-    "score": ...}`."""
+    optional `beam`, `n_best`, `attention` fields (the checkpoint's unless given) ->
+    `{"caption": ..., "score": ...}`, with `attention=true` also its `words`, `attention` and
+    `grid` (`answers`)."""
 
     path = "/caption"
 
@@ -226,12 +232,14 @@ class CaptionEndpoint(ModelEndpoint):
         pixels = read_image(self.model, upload.image, self.limits.max_pixels)  # (3, S, S)
         return self.job([pixels], settings)
 
-    def run(self, inputs: list[torch.Tensor], beam: int, n_best: int) -> list[Any]:
-        return self.model.caption(torch.stack(inputs), beam=beam, n_best=n_best)
+    def run(self, inputs: list[torch.Tensor], beam: int, n_best: int, attention: bool = False):
+        images = torch.stack(inputs)  # (B, 3, S, S)
+        found = self.model.caption(images, beam=beam, n_best=n_best, attention=attention)
+        return [(caption, attention) for caption in found]
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        (caption,) = results
-        return _result(caption, "caption", caption.text)
+        ((caption, attention),) = results
+        return answers.caption(caption, attention)
 
 
 def form_settings(fields: dict[str, str]) -> CaptionSettings:
@@ -240,7 +248,11 @@ def form_settings(fields: dict[str, str]) -> CaptionSettings:
     Raises:
         RequestError: 422 naming each bad field and what it holds.
     """
-    values = {name: int(v) if NUMBER.fullmatch(v) else v for name, v in fields.items()}
+    values: dict[str, Any] = {
+        name: int(v) if NUMBER.fullmatch(v) else v for name, v in fields.items()
+    }
+    if values.get("attention") in ("true", "false"):  # as a checkbox's form sends it
+        values["attention"] = values["attention"] == "true"
     try:
         return CaptionSettings.model_validate(values)
     except ValidationError as error:
@@ -252,16 +264,6 @@ def _field_problem(error: dict[str, Any]) -> str:
     """`beam: Input should be a valid integer (got '²')`: one of pydantic's problems."""
     where = ".".join(map(str, error["loc"])) or "form"
     return f"{where}: {error['msg']} (got {short_value(error['input'])!r})"
-
-
-def _result(result: Any, key: str, text: str) -> dict[str, Any]:
-    """`{key: text, "score": ...}` and, for an n-best list, its `alternatives` alike."""
-    answer = {key: text, "score": float(result.score)}
-    if result.alternatives:
-        answer["alternatives"] = [
-            {key: a.text, "score": float(a.score)} for a in result.alternatives
-        ]
-    return answer
 
 
 def default_threads(workers_per_device: int) -> int:

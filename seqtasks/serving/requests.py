@@ -65,10 +65,17 @@ class SearchRequest(BaseModel):
             raise ValueError(unreadable_body(error)) from None
 
 
+def attention_flag() -> bool:
+    """Whether the answer carries attention weights: a JSON true or false (not 1 or "true")."""
+    return Field(False, strict=True)
+
+
 class TranslateRequest(SearchRequest):
-    """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1}`: raw sentences."""
+    """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1, "attention": false}`: raw
+    sentences; `attention` adds each best translation's attention matrix and pieces."""
 
     sentences: list[str] = Field(min_length=1)
+    attention: bool = attention_flag()
 
     @field_validator("sentences")
     @classmethod
@@ -99,4 +106,7 @@ class ParseRequest(SearchRequest):
 
 
 class CaptionSettings(SearchRequest):
-    """The form fields an image upload may carry beside the image (`beam`, `n_best`)."""
+    """The form fields an image upload may carry beside the image (`beam`, `n_best`,
+    `attention`: "true" adds each word's attention over the image grid)."""
+
+    attention: bool = attention_flag()

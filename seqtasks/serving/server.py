@@ -1,6 +1,7 @@
 """One LitServer for a set of checkpoints: grouped by task, each task gets its endpoint (several
 checkpoints of one task are an ensemble), and the endpoints of the tasks not loaded answer 404
-with a message saying what the server does serve.
+with a message saying what the server does serve. GET / is a page for the tasks served
+(`page`).
 
 The process model is LitServe's: this process reads the checkpoints' tasks, then starts one
 HTTP process (uvicorn, FastAPI; it validates request bodies) and, for each endpoint, one
@@ -26,7 +27,7 @@ from seqtasks.api.load import members_task
 from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import checkpoint_task
 from seqtasks.registry import TASKS
-from seqtasks.serving import validation
+from seqtasks.serving import page, validation
 from seqtasks.serving.endpoints import Limits, ModelEndpoint, default_threads
 from seqtasks.serving.workers import CheckedServer
 
@@ -103,6 +104,7 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
         model_metadata={task: [Path(p).name for p in paths] for task, paths in groups.items()},
     )
     add_missing_endpoints(server, groups)
+    page.install(server.app, groups)
     validation.install(server.app)
     return server
 
