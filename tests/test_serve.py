@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from browser import chromium, screenshot
 from conftest import load_script, subprocess_env, two_step_trainer
 from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
@@ -832,7 +833,7 @@ def test_translate_gives_attention_when_asked(server, translator):
     assert got["source_pieces"] == translator.source_pieces(sentence)
     assert len(got["attention"]) == len(want.tokens)  # a row per target piece
     assert {len(row) for row in got["attention"]} == {len(got["source_pieces"])}  # source + EOS
-    assert got["attention"] == pytest.approx(want.attention.tolist(), abs=1e-3)
+    assert torch.tensor(got["attention"]) == pytest.approx(want.attention, abs=1e-3)
     assert empty["attention"] == [] and empty["pieces"] == []
     status, answer = server.post("/translate", {"sentences": [sentence], "attention": 1})
     assert status == 422 and "valid boolean" in str(answer)
@@ -860,3 +861,91 @@ def test_parse_tells_the_repairs_and_takes_no_attention(server, parser):
     assert answer["repairs"] == [p.repairs for p in parser.parse(["The dog barked .", ""])]
     status, answer = server.post("/parse", {"sentences": ["a"], "attention": True})
     assert status == 422 and "Extra inputs" in str(answer)
+
+
+# ---- the page in a browser ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, server, request):
+    """The server's page in a fresh browser context; afterwards its screenshot is kept, and
+    no request may have left 127.0.0.1."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(30_000)
+    addresses: list[str] = []
+    errors: list[str] = []
+    opened.on("request", lambda r: addresses.append(r.url))
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.goto(server.url + "/")
+    yield opened
+    screenshot(opened, request.node.name)
+    context.close()
+    assert not errors, f"the page's script failed: {errors}"
+    away = [a for a in addresses if not a.startswith(("blob:", "data:", server.url + "/"))]
+    assert not away, f"requests left the server: {away}"
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_translates_and_draws_the_attention(page, server):
+    sentence = SENTENCES[1]
+    page.fill("#tr-text", sentence)
+    page.fill("#tr-beam", "2")
+    page.fill("#tr-nbest", "2")
+    page.click("#tr-form button")
+    page.wait_for_selector("#tr-result:not([hidden])")
+    status, answer = server.post(
+        "/translate", {"sentences": [sentence], "beam": 2, "n_best": 2, "attention": True}
+    )
+    (want,) = answer["translations"]
+    assert page.text_content("#tr-output") == want["text"]
+    assert page.locator("#tr-nbest-list li").count() == 1
+    assert page.locator("#tr-heatmap tbody tr").count() == len(want["pieces"])
+    assert page.locator("#tr-heatmap tbody tr:first-child td").count() == len(want["source_pieces"])
+    page.focus("#tr-heatmap th.tgt")  # by keyboard: the first target piece lights its sources
+    assert page.locator("#tr-heatmap th.src.lit").count() == len(want["source_pieces"])
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_captions_an_upload_with_one_overlay_per_word(page, server, checkpoints, image):
+    page.set_input_files("#cap-file", str(sorted(checkpoints["images"].glob("*.png"))[0]))
+    page.click("#cap-form button")
+    page.wait_for_selector("#cap-result:not([hidden])")
+    status, answer = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
+    assert page.text_content("#cap-output") == answer["caption"]
+    assert page.locator("#cap-strip figure.cap-overlay canvas").count() == len(answer["words"])
+    assert page.locator("#cap-words button").count() == len(answer["words"])
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_shows_the_servers_message_for_a_bad_upload(page):
+    bad = {"name": "photo.png", "mimeType": "image/png", "buffer": b"not an image at all"}
+    page.set_input_files("#cap-file", files=[bad])
+    page.click("#cap-form button")
+    page.wait_for_selector("#cap-error:not([hidden])")
+    message = page.text_content("#cap-error")
+    assert "422" in message and "cannot read the image (19 bytes)" in message
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_draws_the_parse_as_a_tree(page):
+    page.fill("#parse-text", "The dog barked loudly .")
+    page.fill("#parse-beam", "3")
+    page.click("#parse-form button")
+    page.wait_for_selector("#parse-result:not([hidden])")
+    leaves = page.locator("#parse-tree text.leaf").all_text_contents()
+    assert leaves == ["The", "dog", "barked", "loudly", "."]
+    assert page.text_content("#parse-brackets").startswith("(TOP")

@@ -63,7 +63,7 @@ function heatmap(table, rows, columns, weights) {
   const head = el("tr");
   head.append(el("th", { scope: "col" }, ""));
   columns.forEach((piece, j) => head.append(el("th", { scope: "col", tabindex: "0", "data-col": j, class: "src" }, piece)));
-  table.append(el("thead")).append(head);
+  table.appendChild(el("thead")).append(head);
   const body = table.appendChild(el("tbody"));
   rows.forEach((piece, i) => {
     const tr = el("tr");
