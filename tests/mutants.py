@@ -5,7 +5,7 @@
     python tests/mutants.py --list
 
 Each mutant is one textual change to one file. The tracked files are copied into a temporary
-folder (beside a link to ../shared, which the tests read), the named tests are run there once
+folder (beside a link to ../shared/data, which the tests read), the named tests are run there once
 unbroken (they must pass) and once with the change (at least one must fail), in one process with
 PYTHONPATH pointing at the copy, so the checkout others test in is never touched. A mutant that
 survives means a result could go wrong without any test noticing: give it a test.
@@ -1060,8 +1060,9 @@ MUTANTS = [
 ]
 
 
-def copy_tree(destination: Path) -> Path:
-    """The tracked (and untracked, not ignored) files in destination/main, ../shared linked."""
+def copy_tree(destination: Path, shared_data: Path = REPO.parent / "shared" / "data") -> Path:
+    """The tracked (and untracked, not ignored) files in destination/main, beside
+    destination/shared/data, a link to `shared_data` (the tests read ../shared/data)."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
         cwd=REPO,
@@ -1075,7 +1076,8 @@ def copy_tree(destination: Path) -> Path:
             target = root / os.fsdecode(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
-    (destination / "shared").symlink_to(REPO.parent / "shared")
+    (destination / "shared").mkdir()
+    (destination / "shared" / "data").symlink_to(shared_data.resolve())
     return root
 
 
