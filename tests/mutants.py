@@ -1057,6 +1057,31 @@ MUTANTS = [
         "memory=[state.memory[0].select(inputs) for m in state.memory]",
         ("test_search_equivalence.py::test_beam_search_equals_the_reference",),
     ),
+    Mutant(
+        "attention on a GPU left on cuDNN's kernel (a plan built for every new shape)",
+        "seqtasks/attention/multihead.py",
+        "        torch.backends.cuda.enable_cudnn_sdp(False)\n",
+        "        pass\n",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
+    Mutant(
+        "cuDNN's attention left off after a kernel that raised",
+        "seqtasks/attention/multihead.py",
+        "    try:\n        return F.scaled_dot_product_attention(\n"
+        "            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal\n"
+        "        )\n    finally:\n",
+        "    if True:\n        out = F.scaled_dot_product_attention(\n"
+        "            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal\n"
+        "        )\n    if True:\n",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
+    Mutant(
+        "cuDNN's attention switched back on after a caller had switched it off",
+        "seqtasks/attention/multihead.py",
+        "    off = cuda and torch.backends.cuda.cudnn_sdp_enabled()",
+        "    off = cuda",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
 ]
 
 
