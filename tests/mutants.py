@@ -5,7 +5,7 @@
     python tests/mutants.py --list
 
 Each mutant is one textual change to one file. The tracked files are copied into a temporary
-folder (beside a link to ../shared, which the tests read), the named tests are run there once
+folder (beside a link to ../shared/data, which the tests read), the named tests are run there once
 unbroken (they must pass) and once with the change (at least one must fail), in one process with
 PYTHONPATH pointing at the copy, so the checkout others test in is never touched. A mutant that
 survives means a result could go wrong without any test noticing: give it a test.
@@ -1057,11 +1057,37 @@ MUTANTS = [
         "memory=[state.memory[0].select(inputs) for m in state.memory]",
         ("test_search_equivalence.py::test_beam_search_equals_the_reference",),
     ),
+    Mutant(
+        "attention on a GPU left on cuDNN's kernel (a plan built for every new shape)",
+        "seqtasks/attention/multihead.py",
+        "        torch.backends.cuda.enable_cudnn_sdp(False)\n",
+        "        pass\n",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
+    Mutant(
+        "cuDNN's attention left off after a kernel that raised",
+        "seqtasks/attention/multihead.py",
+        "    try:\n        return F.scaled_dot_product_attention(\n"
+        "            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal\n"
+        "        )\n    finally:\n",
+        "    if True:\n        out = F.scaled_dot_product_attention(\n"
+        "            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal\n"
+        "        )\n    if True:\n",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
+    Mutant(
+        "cuDNN's attention switched back on after a caller had switched it off",
+        "seqtasks/attention/multihead.py",
+        "    off = cuda and torch.backends.cuda.cudnn_sdp_enabled()",
+        "    off = cuda",
+        ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
+    ),
 ]
 
 
-def copy_tree(destination: Path) -> Path:
-    """The tracked (and untracked, not ignored) files in destination/main, ../shared linked."""
+def copy_tree(destination: Path, shared_data: Path = REPO.parent / "shared" / "data") -> Path:
+    """The tracked (and untracked, not ignored) files in destination/main, beside
+    destination/shared/data, a link to `shared_data` (the tests read ../shared/data)."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
         cwd=REPO,
@@ -1075,7 +1101,8 @@ def copy_tree(destination: Path) -> Path:
             target = root / os.fsdecode(name)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
-    (destination / "shared").symlink_to(REPO.parent / "shared")
+    (destination / "shared").mkdir()
+    (destination / "shared" / "data").symlink_to(shared_data.resolve())
     return root
 
 

@@ -111,3 +111,28 @@ def test_padding_beyond_the_longest_sequence_is_not_counted_as_useful_work():
     assert cut.src.shape == cut.src_mask.shape == (2, 3)
     assert torch.equal(cut.tgt_in, tgt_in[:, :3]) and torch.equal(cut.tgt_out, tgt_out[:, :3])
     assert cut.index is batch.index and cut.src_text == ["a", "b"]
+
+
+def test_the_gpu_session_finds_the_best_checkpoint_in_the_fit_summary(tmp_path, capsys):
+    """bench/gpu_session.sh tests and decodes with the checkpoint that `seqtasks fit`'s summary
+    names: its own extraction line, run by bash on what `FitSummary` prints (the summary's
+    format changed once and the session would have measured an untrained model)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from seqtasks.training.callbacks import FitSummary
+
+    path = "/runs/fit/lightning_logs/version_0/checkpoints/step632-bleu38.06.ckpt"
+    checkpoint = SimpleNamespace(best_model_path=path, best_model_score=torch.tensor(38.06),
+                                 monitor="val/bleu")  # fmt: skip
+    summary = FitSummary()
+    summary.plots = tmp_path / "no plots"
+    summary.on_fit_end(SimpleNamespace(checkpoint_callback=checkpoint, callback_metrics={}), None)
+    (tmp_path / "fit.log").write_text("epoch 0  step 2  loss 9.140\n" + capsys.readouterr().out)
+    script = (REPO / "bench/gpu_session.sh").read_text().splitlines()
+    extraction = next(line.strip() for line in script if line.strip().startswith("BEST=$("))
+    found = subprocess.run(
+        ["bash", "-c", f'{extraction}; printf %s "$BEST"'], env={"OUT": str(tmp_path)},
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert found == path

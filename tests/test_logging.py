@@ -293,6 +293,25 @@ def test_a_long_validation_and_a_test_say_how_far_they_have_got(capsys):
     ]
 
 
+def test_an_evaluation_of_several_dataloaders_counts_all_their_batches(capsys):
+    """`seqtasks validate` of two dataloaders of 3 and 5 batches, 10 s each: the lines count
+    the batches of both, out of 8, whatever index Lightning gives each within its own."""
+    now = [0.0]
+    progress = LineProgress(every_seconds=30.0, first_after=5.0)
+    progress.clock = lambda: now[0]
+    trainer = fake_trainer(num_val_batches=[3, 5], state=SimpleNamespace(fn=TrainerFn.VALIDATING))
+    progress.on_validation_start(trainer, None)
+    for dataloader, batches in enumerate([3, 5]):
+        for batch in range(batches):
+            now[0] += 10.0
+            progress.on_validation_batch_end(trainer, None, None, None, batch, dataloader)
+    assert capsys.readouterr().err.splitlines() == [
+        "validation: batch 1/8  elapsed 0:10  eta 1:10",
+        "validation: batch 4/8  elapsed 0:40  eta 0:40",
+        "validation: batch 7/8  elapsed 1:10  eta 0:10",
+    ]
+
+
 def test_the_eta_is_the_steps_left_at_this_runs_pace():
     """A run resumed at step 100 of 200 that took 50 s for 50 steps has 50 s left."""
     now = [1000.0]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from mutants import copy_tree
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
@@ -82,22 +82,10 @@ def free_port() -> int:
 
 
 def fresh_copy(folder: Path, shared_data: Path) -> Path:
-    """The tracked and untracked-but-not-ignored files of the checkout, in `folder/checkout`,
-    beside `folder/shared/data`, a link to the shared data; and in the copy a `.venv` that finds
-    this environment's dependencies (the README's `pip install --no-deps` installs seqtasks)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    checkout = folder / "checkout"
-    for name in filter(None, (n.decode() for n in listed)):
-        if (REPO / name).is_file():
-            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, checkout / name)
-    (folder / "shared").mkdir()
-    (folder / "shared" / "data").symlink_to(shared_data.resolve())
+    """The checkout's files in a fresh folder beside ../shared/data (`mutants.copy_tree`), and
+    in the copy a `.venv` that finds this environment's dependencies (the README's
+    `pip install --no-deps` installs seqtasks)."""
+    checkout = copy_tree(folder, shared_data)
     subprocess.run([sys.executable, "-m", "venv", str(checkout / ".venv")], check=True)
     site = next((checkout / ".venv" / "lib").glob("python*/site-packages"))
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")

@@ -345,6 +345,43 @@ def test_layers_match_torch_nn_transformer(norm):
     )
 
 
+class CudaQuery:
+    """Stands in for a CUDA query: `fused_attention` reads only `is_cuda` before the kernel."""
+
+    is_cuda = True
+
+
+def test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only(monkeypatch):
+    """cuDNN's attention builds a plan for every new shape (docs/gpu.md, "Attention kernels"):
+    a GPU call runs with it off and the others as they were; afterwards, and after a kernel
+    that raised, the flags are the caller's again. A CPU call and a caller that turned cuDNN
+    off themselves are left alone."""
+    cuda = torch.backends.cuda
+    seen = []
+
+    def kernel(q, k, v, **kwargs):
+        seen.append((cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.math_sdp_enabled()))
+        if k == "raise":
+            raise RuntimeError("kernel failed")
+        return q
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", kernel)
+    assert cuda.cudnn_sdp_enabled()
+    multihead.fused_attention(CudaQuery(), None, None)
+    assert seen.pop() == (False, True, True) and cuda.cudnn_sdp_enabled()
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        multihead.fused_attention(CudaQuery(), "raise", None)
+    assert seen.pop() == (False, True, True) and cuda.cudnn_sdp_enabled()
+    multihead.fused_attention(torch.zeros(1, 1, 2, 4), None, None)
+    assert seen.pop() == (True, True, True)
+    cuda.enable_cudnn_sdp(False)
+    try:
+        multihead.fused_attention(CudaQuery(), None, None)
+        assert not cuda.cudnn_sdp_enabled()
+    finally:
+        cuda.enable_cudnn_sdp(True)
+
+
 def test_training_attends_through_the_fused_kernels_call(monkeypatch):
     """Every attention of a teacher-forced training pass is one `F.scaled_dot_product_attention`
     call of a form its flash and memory-efficient kernels take: the decoder's self-attention by

@@ -2,9 +2,9 @@
 a sequence's own positions (`SelfAttention`, with the key/value cache of incremental decoding)
 and attention over a source (`MultiHeadAttention`, the attention contract of `base.py`).
 
-Both run on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU); attention weights
-are computed explicitly only where they are asked for (the attention loss terms, plots,
-search).
+Both run on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU) through
+`fused_attention`; attention weights are computed explicitly only where they are asked for (the
+attention loss terms, plots, search).
 """
 
 from __future__ import annotations
@@ -17,6 +17,36 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.attention.base import Attention, AttentionMemory
+
+
+def fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+) -> Tensor:
+    """`F.scaled_dot_product_attention`, kept off cuDNN's attention kernel on a GPU.
+
+    cuDNN's kernel builds an execution plan for every new (rows, length) shape, a fraction of a
+    second each; variable-length batches and decoding steps bring new shapes all the time. On
+    an H100 (torch 2.11) it made a fit's first ~50 steps 6x slower and a greedy validation 8 s
+    instead of 1 (docs/gpu.md, "Attention kernels"). Flash and memory-efficient attention need no
+    plan. Only cuDNN is switched off, and only for this call, so the kernels a caller allows
+    (`sdpa_kernel`) still hold; compiled code is left to the compiler.
+    """
+    cuda = q.is_cuda and not torch.compiler.is_compiling()
+    off = cuda and torch.backends.cuda.cudnn_sdp_enabled()
+    if off:
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal
+        )
+    finally:
+        if off:
+            torch.backends.cuda.enable_cudnn_sdp(True)
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -67,7 +97,7 @@ class SelfAttention(nn.Module):
         future, so position t sees positions ≤ t only."""
         q, k, v = self.project(x)
         mask = None if key_mask is None else key_mask[:, None, None, :]
-        context = F.scaled_dot_product_attention(
+        context = fused_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal,
         )  # fmt: skip
@@ -90,7 +120,7 @@ class SelfAttention(nn.Module):
         """
         q, k, v = self.project(x)
         keys, values = _extend(keys, k, rows), _extend(values, v, rows)
-        context = F.scaled_dot_product_attention(q, keys, values)
+        context = fused_attention(q, keys, values)
         return self.out(merge_heads(context)), keys, values
 
 
@@ -155,7 +185,7 @@ class MultiHeadAttention(Attention):
             else:
                 context = alpha @ memory.values
         else:
-            context = F.scaled_dot_product_attention(
+            context = fused_attention(
                 q, memory.keys, memory.values, attn_mask=key_mask,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # fmt: skip

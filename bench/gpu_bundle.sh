@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Packs .gpu/ (ignored by git) for `bench/gpu_session.sh` on a GPU machine without internet:
+# ../shared/gpu/bundle.sh's wheels, prepared Multi30k and PTB and run.sh; the raw Multi30k that the
+# GPU tests read; the ctranslate2 wheel that tests/test_gpu_training.py imports, which the GPU
+# image lacks (43 MB of the 64 MiB a call may carry). Run from anywhere inside the checkout.
+set -eu
+root=$(git rev-parse --show-toplevel) && cd "$root"
+bash ../shared/gpu/bundle.sh
+mkdir -p .gpu/shared_data && cp -r ../shared/data/multi30k .gpu/shared_data/
+version=$(python -c 'import ctranslate2; print(ctranslate2.__version__)')
+python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 -d .gpu/whl "ctranslate2==$version"
+echo ".gpu/ holds $(du -sh .gpu | cut -f1) with ctranslate2 $version and the raw Multi30k"
