@@ -38,3 +38,82 @@ def screenshot(page, name: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# Every control, focusable element and image the page shows, without a name a screen reader
+# could say: no label, aria-label(ledby), text or alt (alt="" marks a decorative image).
+UNNAMED = """() => [...document.querySelectorAll(
+    'input, textarea, select, button, [tabindex], [role], img, canvas:not([aria-hidden=true])')]
+  .filter((n) => n.getClientRects().length)  // shown
+  .filter((n) => {
+    const by = (n.getAttribute('aria-labelledby') || '').split(' ')
+      .map((id) => document.getElementById(id));
+    const names = [n.getAttribute('aria-label'), ...by.map((m) => m && m.textContent),
+      ...[...(n.labels || [])].map((l) => l.textContent),
+      n.getAttribute('alt') !== null ? 'alt' : '',
+      n.tagName === 'INPUT' || n.tagName === 'TEXTAREA' ? '' : n.textContent];
+    return !names.some((name) => name && name.trim());
+  })
+  .map((n) => n.outerHTML.slice(0, 120))"""
+
+
+def unnamed(page) -> list[str]:
+    """The shown controls and images of `page` that have no accessible name."""
+    return page.evaluate(UNNAMED)
+
+
+def tab_to(page, selector: str, presses: int = 80) -> None:
+    """Press Tab until the focused element matches `selector`, as a keyboard user would."""
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement.matches(s)", selector):
+            return
+    raise AssertionError(f"{selector} is not reached by Tab in {presses} presses")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The documentation's screenshots: each section of a running server's page after one
+    interaction, saved as OUT/serve_TASK.png (for the tasks the server holds).
+
+        seqtasks serve MT.ckpt PARSER.ckpt CAPTIONER.ckpt --port 8000 &
+        python tests/browser.py http://127.0.0.1:8000 docs/images --image photo.png
+    """
+    import argparse
+
+    from playwright.sync_api import sync_playwright
+
+    p = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    p.add_argument("url")
+    p.add_argument("out", type=Path)
+    p.add_argument("--sentence", default="Zwei junge Männer spielen Fußball auf einer Wiese.")
+    p.add_argument("--image", type=Path, help="the image to caption")
+    p.add_argument("--parse", default="The old man saw a dog in the park .")
+    p.add_argument("--piece", type=int, default=2, help="the target piece (and word) to light")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1000, "height": 800})
+        page.goto(args.url.rstrip("/") + "/")
+        if page.locator("#translation").count():
+            page.fill("#tr-text", args.sentence)
+            page.click("#tr-form button")
+            page.wait_for_selector("#tr-result:not([hidden])")
+            page.hover(f"#tr-heatmap tbody tr:nth-child({args.piece + 1}) th")
+            page.locator("#translation").screenshot(path=str(args.out / "serve_translation.png"))
+        if page.locator("#captioning").count() and args.image:
+            page.set_input_files("#cap-file", str(args.image))
+            page.click("#cap-form button")
+            page.wait_for_selector("#cap-result:not([hidden])")
+            page.hover(f"#cap-words button:nth-child({args.piece + 1})")
+            page.locator("#captioning").screenshot(path=str(args.out / "serve_captioning.png"))
+        if page.locator("#parsing").count():
+            page.fill("#parse-text", args.parse)
+            page.click("#parse-form button")
+            page.wait_for_selector("#parse-result:not([hidden])")
+            page.locator("#parsing").screenshot(path=str(args.out / "serve_parsing.png"))
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

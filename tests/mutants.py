@@ -1082,6 +1082,43 @@ MUTANTS = [
         "    off = cuda",
         ("test_transformer.py::test_attention_on_a_gpu_keeps_off_cudnn_for_that_call_only",),
     ),
+    Mutant(
+        "the page's source pieces lighting their targets on hover only, not on keyboard focus",
+        "seqtasks/serving/static/page.js",
+        "(td) => Number(td.dataset.col) === j);\n"
+        '    th.addEventListener("mouseenter", show); th.addEventListener("focus", show);',
+        "(td) => Number(td.dataset.col) === j);\n"
+        '    th.addEventListener("mouseenter", show);',
+        ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
+    ),
+    Mutant(
+        "the page's drop area dropping the file it is given",
+        "seqtasks/serving/static/page.js",
+        "choose(e.dataTransfer.files[0]);",
+        "choose(null);",
+        ("test_serve.py::test_the_page_captions_an_image_dropped_on_it",),
+    ),
+    Mutant(
+        "the page's word overlays showing the photo with no alt text",
+        "seqtasks/serving/static/page.js",
+        'frame.append(el("img", { src: url, alt: "" }));',
+        'frame.append(el("img", { src: url }));',
+        ("test_serve.py::test_the_page_captions_an_upload_with_one_overlay_per_word",),
+    ),
+    Mutant(
+        "the page's drop area not opening the file chooser on Enter",
+        "seqtasks/serving/static/page.js",
+        'if (e.key === "Enter" || e.key === " ")',
+        'if (e.key === " ")',
+        ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
+    ),
+    Mutant(
+        "the page's requests sent without the API key typed into it",
+        "seqtasks/serving/static/page.js",
+        'if (key) init.headers = { ...init.headers, "X-API-Key": key };',
+        "",
+        ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """The repository's own conventions: the suite runs with and without pytest-xdist, the
-measured results in docs/ carry no paths of the machine they were measured on, components never
-import Lightning, and every module stays under 300 lines."""
+measured results in docs/ carry no paths of the machine they were measured on, the README's and
+docs' links to files of the checkout (screenshots too) lead to files, components never import
+Lightning, and every module stays under 300 lines."""
 
 from __future__ import annotations
 
@@ -37,6 +38,18 @@ def test_results_in_docs_hold_no_local_absolute_paths():
         if local.search(line)
     ]
     assert not found, f"absolute local paths in {found}"
+
+
+def test_links_of_the_readme_and_docs_lead_to_files_of_the_checkout():
+    """Every relative link and image of README.md and docs/*.md, e.g. docs/images/*.png."""
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    broken = [
+        f"{doc.relative_to(REPO)}: {target}"
+        for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for target in link.findall(doc.read_text(encoding="utf-8"))
+        if "://" not in target and not (doc.parent / target).exists()
+    ]
+    assert not broken, f"links to nothing: {broken}"
 
 
 COMPONENTS = ("attention", "layers", "encoders", "decoders", "search", "parsing", "metrics", "io")

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from browser import chromium, screenshot
+from browser import chromium, screenshot, tab_to, unnamed
 from conftest import load_script, subprocess_env, two_step_trainer
 from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
@@ -877,8 +877,8 @@ def browser():
 
 @pytest.fixture
 def page(browser, server, request):
-    """The server's page in a fresh browser context; afterwards its screenshot is kept, and
-    no request may have left 127.0.0.1."""
+    """The server's page in a fresh browser context; afterwards its screenshot is kept, no
+    request may have left 127.0.0.1, and every control and image shown must have a name."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     opened = context.new_page()
     opened.set_default_timeout(30_000)
@@ -889,8 +889,10 @@ def page(browser, server, request):
     opened.goto(server.url + "/")
     yield opened
     screenshot(opened, request.node.name)
+    nameless = unnamed(opened)  # in the state the test left: results and errors shown
     context.close()
     assert not errors, f"the page's script failed: {errors}"
+    assert not nameless, f"controls or images without an accessible name: {nameless}"
     away = [a for a in addresses if not a.startswith(("blob:", "data:", server.url + "/"))]
     assert not away, f"requests left the server: {away}"
 
@@ -902,7 +904,11 @@ def test_the_page_translates_and_draws_the_attention(page, server):
     page.fill("#tr-text", sentence)
     page.fill("#tr-beam", "2")
     page.fill("#tr-nbest", "2")
-    page.click("#tr-form button")
+    page.click("summary")
+    page.fill("#api-key", "k3y")  # a server without LIT_SERVER_API_KEY takes it and ignores it
+    with page.expect_request("**/translate") as sent:
+        page.click("#tr-form button")
+    assert sent.value.headers["x-api-key"] == "k3y"
     page.wait_for_selector("#tr-result:not([hidden])")
     status, answer = server.post(
         "/translate", {"sentences": [sentence], "beam": 2, "n_best": 2, "attention": True}
@@ -949,3 +955,69 @@ def test_the_page_draws_the_parse_as_a_tree(page):
     leaves = page.locator("#parse-tree text.leaf").all_text_contents()
     assert leaves == ["The", "dog", "barked", "loudly", "."]
     assert page.text_content("#parse-brackets").startswith("(TOP")
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image):
+    """Tab and Enter only: translate, then walk the heat map's pieces (each one focused lights
+    what it attends to, or what attends to it); choose an image from the drop area, caption it
+    and focus a word, which lays its attention over the photo. Focus is drawn visibly."""
+    sentence = SENTENCES[2]
+    tab_to(page, "#tr-text")
+    page.keyboard.press("Control+A")
+    page.keyboard.type(sentence)
+    tab_to(page, "#tr-form button")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#tr-result:not([hidden])")
+    status, answer = server.post("/translate", {"sentences": [sentence], "attention": True,
+                                                "beam": 5, "n_best": 3})  # fmt: skip
+    (want,) = answer["translations"]
+    assert page.text_content("#tr-output") == want["text"]
+    tab_to(page, "#tr-heatmap th.src")  # the first source piece: the target pieces light up
+    assert page.locator("#tr-heatmap th.src.on").count() == 1
+    assert page.locator("#tr-heatmap th.tgt.lit").count() == len(want["pieces"])
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none")
+    tab_to(page, "#tr-heatmap th.tgt")  # the first target piece: its source pieces light up
+    assert page.locator("#tr-heatmap th.src.lit").count() == len(want["source_pieces"])
+    assert page.locator("#tr-heatmap td.dim").count() == (len(want["pieces"]) - 1) * len(
+        want["source_pieces"]
+    )
+    with page.expect_file_chooser() as chooser:
+        tab_to(page, "#cap-drop")
+        page.keyboard.press("Enter")
+    chooser.value.set_files(str(sorted(checkpoints["images"].glob("*.png"))[0]))
+    tab_to(page, "#cap-form button")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#cap-result:not([hidden])")
+    status, caption = server.post("/caption", form({"attention": "true", "beam": "3"}, image),
+                                  MULTIPART)  # fmt: skip
+    assert page.text_content("#cap-output") == caption["caption"]
+    if len(caption["words"]) > 1:
+        tab_to(page, "#cap-words button:nth-child(2)")
+        assert page.get_attribute("#cap-words button:nth-child(2)", "aria-pressed") == "true"
+        assert page.locator("#cap-strip figure.on figcaption").text_content() == caption["words"][1]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_page_captions_an_image_dropped_on_it(page, server, checkpoints):
+    """A file dragged from the desktop and dropped on the drop area is captioned."""
+    path = sorted(checkpoints["images"].glob("*.png"))[1]
+    dropped = page.evaluate_handle(
+        """(bytes) => { const files = new DataTransfer();
+        files.items.add(new File([new Uint8Array(bytes)], 'dropped.png', {type: 'image/png'}));
+        return files; }""",
+        list(path.read_bytes()),
+    )
+    page.dispatch_event("#cap-drop", "dragover", {"dataTransfer": dropped})
+    assert "over" in page.get_attribute("#cap-drop", "class")
+    page.dispatch_event("#cap-drop", "drop", {"dataTransfer": dropped})
+    assert page.text_content("#cap-drop") == "Chosen: dropped.png"
+    page.click("#cap-form button")
+    page.wait_for_selector("#cap-result:not([hidden])")
+    fields = {"beam": "3", "attention": "true"}
+    status, answer = server.post("/caption", form(fields, path.read_bytes()), MULTIPART)
+    assert page.text_content("#cap-output") == answer["caption"]
+    assert page.locator("#cap-strip figure.cap-overlay").count() == len(answer["words"])

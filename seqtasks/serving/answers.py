@@ -5,8 +5,9 @@ true`), the attention weights behind the best result with the pieces that label 
 A translation's `attention` is a list of rows, one per target piece (`pieces`), each over the
 source's pieces and its EOS (`source_pieces`): `Translation.attention`, (T, S + 1). A caption's
 is one row per word (`words`), each over the image's H·W grid cells, row by row (`grid`: [H,
-W]): `Caption.attention`, (T, L). Weights are rounded to WEIGHT_DIGITS decimals, which keeps a
-request of the largest size the server takes (64 sentences of 250 subwords) to a few MiB.
+W]): `Caption.attention`, (T, L). Weights are rounded to WEIGHT_DIGITS decimals: a 250 × 251
+matrix is 0.3–0.5 MB of JSON, so the largest request the server takes by default (64 sentences
+of 250 subwords, outputs up to 1.5 × 250 + 50 pieces) can answer 20–50 MiB.
 """
 
 from __future__ import annotations

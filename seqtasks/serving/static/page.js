@@ -33,6 +33,8 @@ async function ask(path, init, errorBox, resultBox, button) {
   errorBox.hidden = true;
   button.disabled = true;
   try {
+    const key = $("api-key").value;
+    if (key) init.headers = { ...init.headers, "X-API-Key": key };
     const response = await fetch(path, init);
     const text = await response.text();
     let body;
