@@ -106,6 +106,19 @@ def test_configs_are_found():
     } <= names
 
 
+def test_every_config_that_keeps_a_best_checkpoint_says_which_at_the_end():
+    """A fit ends with `FitSummary`'s lines (the best score and its checkpoint, the last
+    scores): six translation configs once ended on their last validation line instead."""
+    missing = []
+    for config in CONFIGS:
+        callbacks = (yaml.safe_load(config.read_text()).get("trainer") or {}).get("callbacks") or []
+        paths = {c["class_path"] for c in callbacks if isinstance(c, dict)}
+        if "lightning.pytorch.callbacks.ModelCheckpoint" in paths:
+            if "seqtasks.training.callbacks.FitSummary" not in paths:
+                missing.append(config.relative_to(REPO / "configs").as_posix())
+    assert not missing, f"no FitSummary in {missing}"
+
+
 @pytest.mark.parametrize(
     "config", CONFIGS, ids=lambda c: c.relative_to(REPO / "configs").as_posix()
 )
