@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ ARTEFACTS = Path(os.environ.get("TEST_ARTEFACTS", Path(__file__).parents[1] / "t
 
 def chromium() -> str:
     """The system Chromium's path; skip (fail under CI) when it or Playwright is missing."""
+    installing = os.environ.get("CHROMIUM_INSTALLING")  # .ci/run installs it beside pip
+    if installing:
+        wait_for_install(Path(installing))
     path = (
         os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     )
@@ -30,6 +34,21 @@ def chromium() -> str:
             pytest.fail(f"the browser tests need {missing}; .ci/run installs it")
         pytest.skip(f"no {missing}")
     return path
+
+
+def wait_for_install(status: Path, timeout: float = 900, poll: float = 1.0) -> None:
+    """Wait until `status` (written whole, by a rename, when the background install ends)
+    exists; fail with apt's log beside it if the install failed or never ended."""
+    deadline = time.monotonic() + timeout
+    while not status.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"Chromium's install did not end in {timeout:.0f} s; see {status.parent}")
+        time.sleep(poll)
+    code = status.read_text().strip()
+    if code != "0":
+        log = status.with_name("log")
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        pytest.fail(f"apt-get install chromium failed (status {code}):\n{tail}")
 
 
 def screenshot(page, name: str) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from browser import chromium, screenshot, tab_to, unnamed
+from browser import chromium, screenshot, tab_to, unnamed, wait_for_install
 from conftest import load_script, subprocess_env, two_step_trainer
 from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
@@ -896,6 +896,28 @@ def test_parse_tells_the_repairs_and_takes_no_attention(server, parser):
     assert answer["repairs"] == [p.repairs for p in parser.parse(["The dog barked .", ""])]
     status, answer = server.post("/parse", {"sentences": ["a"], "attention": True})
     assert status == 422 and "Extra inputs" in str(answer)
+
+
+def test_the_browser_tests_wait_for_the_chromium_that_ci_installs_beside_pip(tmp_path):
+    """.ci/run installs Chromium in the background and writes apt's status when done (by a
+    rename): the tests wait for it, and fail with apt's log if it failed or never ends."""
+    import threading
+
+    status = tmp_path / "status"
+
+    def done() -> None:
+        (tmp_path / "part").write_text("0\n")
+        (tmp_path / "part").rename(status)
+
+    threading.Timer(0.3, done).start()
+    wait_for_install(status, timeout=10, poll=0.05)
+    assert status.read_text() == "0\n"
+    status.write_text("100\n")
+    (tmp_path / "log").write_text("E: Unable to locate package chromium\n")
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)status 100.*Unable to locate package"):
+        wait_for_install(status, timeout=10, poll=0.05)
+    with pytest.raises(pytest.fail.Exception, match="did not end in 0 s"):
+        wait_for_install(tmp_path / "never", timeout=0.2, poll=0.05)
 
 
 # ---- the page in a browser ----------------------------------------------------------------------
