@@ -1156,7 +1156,13 @@ def run_tests(root: Path, tests: tuple[str, ...]) -> subprocess.CompletedProcess
 
 
 def failed_tests(output: str) -> list[str]:
-    return [line.split()[1] for line in output.splitlines() if line.startswith("FAILED ")]
+    """The tests pytest reports as failed, or as in error at their setup or teardown (a
+    fixture's own check, e.g. the page's accessible names); not a module that fails to import."""
+    return [
+        line.split()[1]
+        for line in output.splitlines()
+        if line.startswith("FAILED ") or (line.startswith("ERROR ") and "::" in line.split()[1])
+    ]
 
 
 def main() -> int:
