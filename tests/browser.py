@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sentence", default="Zwei junge Männer spielen Fußball auf einer Wiese.")
     p.add_argument("--image", type=Path, help="the image to caption")
     p.add_argument("--parse", default="The old man saw a dog in the park .")
-    p.add_argument("--piece", type=int, default=2, help="the target piece (and word) to light")
+    p.add_argument("--piece", type=int, default=2, help="the piece (and caption word) to light")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -118,13 +118,15 @@ def main(argv: list[str] | None = None) -> None:
             page.fill("#tr-text", args.sentence)
             page.click("#tr-form button")
             page.wait_for_selector("#tr-result:not([hidden])")
-            page.hover(f"#tr-heatmap tbody tr:nth-child({args.piece + 1}) th")
+            page.mouse.move(0, 0)  # a pointer left over the table would light another piece
+            page.focus(f"#tr-heatmap tbody tr:nth-child({args.piece + 1}) th")
             page.locator("#translation").screenshot(path=str(args.out / "serve_translation.png"))
         if page.locator("#captioning").count() and args.image:
             page.set_input_files("#cap-file", str(args.image))
             page.click("#cap-form button")
             page.wait_for_selector("#cap-result:not([hidden])")
-            page.hover(f"#cap-words button:nth-child({args.piece + 1})")
+            page.mouse.move(0, 0)
+            page.focus(f"#cap-words button:nth-child({args.piece + 1})")
             page.locator("#captioning").screenshot(path=str(args.out / "serve_captioning.png"))
         if page.locator("#parsing").count():
             page.fill("#parse-text", args.parse)
