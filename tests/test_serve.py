@@ -816,36 +816,39 @@ def test_the_page_holds_the_tasks_served_labels_every_control_and_needs_no_inter
 
 def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
     """A decoder without attention (`gives_attention` false: no-attention RNN, show-and-tell)
-    cannot answer `"attention": true`: 422 naming it, not a 500 from the search."""
+    cannot answer `"attention": true`: 422 naming it (`Model.require_attention`'s message), not
+    a failure in the worker."""
     from types import SimpleNamespace
 
+    from seqtasks.api.model import Model
     from seqtasks.serving.endpoints import ModelEndpoint
     from seqtasks.serving.requests import TranslateRequest
 
     class NoAttentionDecoder:
         pass
 
-    def model(gives_attention: bool) -> SimpleNamespace:
-        return SimpleNamespace(
-            search_settings=lambda beam, n_best: SimpleNamespace(
-                beam=beam or 5, n_best=n_best or 1
-            ),
-            gives_attention=gives_attention,
-            task=SimpleNamespace(decoder=NoAttentionDecoder()),
-        )
+    class Stub:  # a Model's search settings and attention check, without a checkpoint
+        require_attention = Model.require_attention
+
+        def __init__(self, gives_attention: bool):
+            self.gives_attention = gives_attention
+            self.task = SimpleNamespace(decoder=NoAttentionDecoder())
+
+        def search_settings(self, beam: int | None, n_best: int | None) -> SimpleNamespace:
+            return SimpleNamespace(beam=beam or 5, n_best=n_best or 1)
 
     asked = TranslateRequest(sentences=["Ein Hund."], attention=True)
     with pytest.raises(RequestError) as refused:
-        ModelEndpoint.job(SimpleNamespace(model=model(False)), ["Ein Hund."], asked)
+        ModelEndpoint.job(SimpleNamespace(model=Stub(False)), ["Ein Hund."], asked)
     assert refused.value.status == 422
     assert (
         refused.value.detail
-        == "attention was asked for, but this model's NoAttentionDecoder has none"
+        == "attention was asked for, but the model's NoAttentionDecoder has no attention"
     )
-    job = ModelEndpoint.job(SimpleNamespace(model=model(True)), ["Ein Hund."], asked)
+    job = ModelEndpoint.job(SimpleNamespace(model=Stub(True)), ["Ein Hund."], asked)
     assert job.settings == (5, 1, True)
     plain = TranslateRequest(sentences=["Ein Hund."], beam=2)
-    job = ModelEndpoint.job(SimpleNamespace(model=model(False)), ["Ein Hund."], plain)
+    job = ModelEndpoint.job(SimpleNamespace(model=Stub(False)), ["Ein Hund."], plain)
     assert job.settings == (2, 1, False)
 
 

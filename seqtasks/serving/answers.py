@@ -58,10 +58,11 @@ def translation(found: Any) -> dict[str, Any]:
     }
 
 
-def caption(found: Any, attention: bool) -> dict[str, Any]:
-    """One caption's answer; with `attention`, its words, their weights and the grid."""
+def caption(found: Any) -> dict[str, Any]:
+    """One caption's answer; with its words, their weights and the grid when it kept its
+    attention (`Caption.attention` is None unless the request asked for it)."""
     answer = result(found, "caption")
-    if attention:
+    if found.attention is not None:
         answer["words"] = list(found.words)
         answer["attention"] = weights(found.attention)
         answer["grid"] = list(found.grid) if found.grid else None

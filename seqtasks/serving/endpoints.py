@@ -129,14 +129,13 @@ class ModelEndpoint(BatchedEndpoint):
     def job(self, inputs: list[Any], request: SearchRequest) -> Job:
         """The request's inputs with the search settings it asks for, the model's where it
         gives none (`Model.search_settings`); 422 for settings that cannot work together."""
+        attention = getattr(request, "attention", False)
         try:
             settings = self.model.search_settings(request.beam, request.n_best)
-        except ValueError as error:  # an n_best over the beam
+            if attention:
+                self.model.require_attention()
+        except ValueError as error:  # an n_best over the beam; a decoder without attention
             raise RequestError(422, str(error)) from None
-        attention = getattr(request, "attention", False)
-        if attention and not self.model.gives_attention:
-            name = type(self.model.task.decoder).__name__
-            raise RequestError(422, f"attention was asked for, but this model's {name} has none")
         return Job(inputs, settings.beam, settings.n_best, attention)
 
     def check(self, request: TranslateRequest | ParseRequest) -> Job:
@@ -234,12 +233,11 @@ class CaptionEndpoint(ModelEndpoint):
 
     def run(self, inputs: list[torch.Tensor], beam: int, n_best: int, attention: bool = False):
         images = torch.stack(inputs)  # (B, 3, S, S)
-        found = self.model.caption(images, beam=beam, n_best=n_best, attention=attention)
-        return [(caption, attention) for caption in found]
+        return self.model.caption(images, beam=beam, n_best=n_best, attention=attention)
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        ((caption, attention),) = results
-        return answers.caption(caption, attention)
+        (caption,) = results
+        return answers.caption(caption)
 
 
 def form_settings(fields: dict[str, str]) -> CaptionSettings:
