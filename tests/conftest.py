@@ -210,6 +210,15 @@ def validate_counting_encodings(model, datamodule, monkeypatch) -> tuple[dict[st
     return metrics, len(calls)
 
 
+def relabel(checkpoint: dict, task: str) -> dict:
+    """`checkpoint` (as `torch.load` read it) labelled as a `task` checkpoint would be: its
+    stored entries' task and its identity record's (a foreign checkpoint, not an altered one)."""
+    checkpoint["seqtasks"] = {**checkpoint["seqtasks"], "task": task}
+    if "seqtasks_identity" in checkpoint:
+        checkpoint["seqtasks_identity"] = {**checkpoint["seqtasks_identity"], "task": task}
+    return checkpoint
+
+
 def save_checkpoint(task_class: type, hparams: dict, prepare, path: Path) -> Path:
     """An untrained `task_class` model built from CLI-style `hparams`, given its vocabulary by
     `prepare(model)`, saved with what `load_from_checkpoint` needs."""

@@ -1087,8 +1087,7 @@ MUTANTS = [
         "seqtasks/serving/static/page.js",
         "(td) => Number(td.dataset.col) === j);\n"
         '    th.addEventListener("mouseenter", show); th.addEventListener("focus", show);',
-        "(td) => Number(td.dataset.col) === j);\n"
-        '    th.addEventListener("mouseenter", show);',
+        '(td) => Number(td.dataset.col) === j);\n    th.addEventListener("mouseenter", show);',
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
     ),
     Mutant(
@@ -1118,6 +1117,165 @@ MUTANTS = [
         'if (key) init.headers = { ...init.headers, "X-API-Key": key };',
         "",
         ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
+    ),
+    Mutant(
+        "a setting left out of the comparison of specifications (num_heads free on resume)",
+        "seqtasks/model_files/comparison.py",
+        '        "attention_dropout",\n',
+        '        "attention_dropout",\n        "num_heads",\n',
+        (
+            "test_model_identity.py::test_a_model_of_another_number_of_heads_is_refused",
+            "test_model_identity.py::test_every_setting_is_compared_but_those_that_may_change_on_resume",
+        ),
+    ),
+    Mutant(
+        "a part's class left out of the comparison of specifications",
+        "seqtasks/model_files/comparison.py",
+        '        yield (*path, "class_path"), canonical(value["class_path"])\n',
+        "",
+        ("test_model_identity.py::test_a_part_of_another_class_is_named_by_its_class_alone",),
+    ),
+    Mutant(
+        "tokeniser fingerprints compared by their size alone (kind and hash left out)",
+        "seqtasks/model_files/identity.py",
+        "        if before != after:\n            shown",
+        "        if (before and before.size) != (after and after.size):\n            shown",
+        (
+            "test_model_identity.py::test_averaging_checkpoints_of_other_tokenisers_is_refused",
+            "test_model_identity.py::test_evaluating_on_data_of_another_tokeniser_is_refused",
+            "test_api.py::test_ensemble_members_must_share_task_and_vocabularies",
+        ),
+    ),
+    Mutant(
+        "the data's tokenisers not compared with the checkpoint's on resume",
+        "seqtasks/training/compatibility.py",
+        "        if why is not None:\n"
+        '            raise CheckpointError(f"the checkpoint was trained',
+        '        if False:\n            raise CheckpointError(f"the checkpoint was trained',
+        (
+            "test_model_identity.py::test_evaluating_on_data_of_another_tokeniser_is_refused",
+            "test_model_identity.py::test_resuming_on_data_of_another_tokeniser_of_the_same_size_is_refused",
+        ),
+    ),
+    Mutant(
+        "the checkpoint's specification not compared with the config's on resume",
+        "seqtasks/training/compatibility.py",
+        '        why = difference(checked(source).resolved, config, ("checkpoint", "config"))',
+        "        why = None",
+        ("test_model_identity.py::test_a_model_of_another_number_of_heads_is_refused",),
+    ),
+    Mutant(
+        "the identity compared only once Lightning restores the checkpoint (after the run wrote "
+        "its config.yaml)",
+        "seqtasks/cli/main.py",
+        "            self._check_identity(restored)",
+        "            pass",
+        ("test_model_identity.py::test_a_model_of_another_number_of_heads_is_refused",),
+    ),
+    Mutant(
+        "a checkpoint's stored tokenisers not checked against its identity record",
+        "seqtasks/model_files/identity.py",
+        "    mismatch = fingerprint_difference("
+        'identity.fingerprints, found, ("recorded", "stored"))',
+        "    mismatch = None",
+        (
+            "test_model_identity.py::test_a_checkpoint_whose_tokeniser_was_replaced_afterwards_is_refused",
+        ),
+    ),
+    Mutant(
+        "a model file of the next format read as this one",
+        "seqtasks/model_files/identity.py",
+        '    if record["format"] > FORMAT:',
+        '    if record["format"] > FORMAT + 1:',
+        ("test_model_identity.py::test_a_checkpoint_of_a_newer_seqtasks_is_refused_in_one_line",),
+    ),
+    Mutant(
+        "a model of a newer seqtasks refused without naming the version that wrote it",
+        "seqtasks/model_files/sources.py",
+        '                f"{self.where} was written by {self.identity.written_by} '
+        'and names what this "',
+        '                f"{self.where} names what this "',
+        ("test_model_identity.py::test_a_checkpoint_of_a_newer_seqtasks_is_refused_in_one_line",),
+    ),
+    Mutant(
+        "a model folder's file sizes not checked",
+        "seqtasks/model_files/folder.py",
+        '    if size != expected.get("size"):',
+        "    if False:",
+        ("test_model_folders.py::test_a_bad_folder_is_named_in_one_line",),
+    ),
+    Mutant(
+        "a model folder's file hashes not checked",
+        "seqtasks/model_files/folder.py",
+        '    if found != expected.get("sha256"):',
+        "    if False:",
+        ("test_model_folders.py::test_a_bad_folder_is_named_in_one_line",),
+    ),
+    Mutant(
+        "a model folder's tokenisers not checked against its identity's fingerprints",
+        "seqtasks/model_files/folder.py",
+        '    if mismatch is not None:\n        raise CheckpointError(f"{where}: its files',
+        '    if False:\n        raise CheckpointError(f"{where}: its files',
+        ("test_model_folders.py::test_a_bad_folder_is_named_in_one_line",),
+    ),
+    Mutant(
+        "a function named by a model file's setting left to jsonargparse",
+        "seqtasks/model_files/spec.py",
+        "            raise _refused(path, value)",
+        "            pass",
+        ("test_model_folders.py::test_a_bad_folder_is_named_in_one_line",),
+    ),
+    Mutant(
+        "checkpoints of other models averaged (specifications not compared)",
+        "seqtasks/model_files/averaging.py",
+        "    return spec_difference(first.resolved, other.resolved, names) or "
+        "fingerprint_difference(",
+        "    return fingerprint_difference(",
+        ("test_model_identity.py::test_averaging_a_2_head_with_a_4_head_checkpoint_is_refused",),
+    ),
+    Mutant(
+        "a resumed run going on with the checkpoint's optimiser settings over the config's",
+        "seqtasks/training/checkpoint_hooks.py",
+        "            settings.apply(self.trainer.optimizers, schedulers, *self._changed)",
+        "            pass",
+        ("test_model_identity.py::test_what_may_change_on_resume_is_taken_and_takes_effect",),
+    ),
+    Mutant(
+        "a schedule's rate at the resumed step not worked out from the config's learning rate",
+        "seqtasks/training/resumed_settings.py",
+        "                _set_rates(scheduler)",
+        "                pass",
+        ("test_model_identity.py::test_what_may_change_on_resume_is_taken_and_takes_effect",),
+    ),
+    Mutant(
+        "Lightning's start-up lines written before a run's one-line refusal",
+        "seqtasks/cli/main.py",
+        "    STARTUP.drop()\n",
+        "",
+        (
+            "test_model_identity.py::test_resuming_on_data_of_another_tokeniser_of_the_same_size_is_refused",
+        ),
+    ),
+    Mutant(
+        "Hub downloads drawing progress bars into a log",
+        "seqtasks/model_files/hub.py",
+        "        with progress_bars(_is_terminal(sys.stderr)):",
+        "        with progress_bars(True):",
+        ("test_hub.py::test_commands_and_serve_take_a_hub_name",),
+    ),
+    Mutant(
+        "a model folder's search settings ignored when it is loaded",
+        "seqtasks/model_files/sources.py",
+        "        if self.search is not None:",
+        "        if False:",
+        ("test_model_folders.py::test_a_folder_is_its_checkpoint",),
+    ),
+    Mutant(
+        "tied weights kept once in a folder not tied again when it is loaded",
+        "seqtasks/model_files/sources.py",
+        "            weights[name] = weights[first]",
+        "            pass",
+        ("test_model_folders.py::test_a_folder_is_its_checkpoint",),
     ),
 ]
 

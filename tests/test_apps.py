@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from conftest import REPO, fit_in_process
+from conftest import REPO, fit_in_process, relabel
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,7 @@ def test_bad_checkpoints_get_a_clear_message(dates, tmp_path, kind, run_command)
         path.write_bytes(b"\x00not a checkpoint")
     elif kind == "other_task":
         checkpoint = torch.load(dates[0], map_location="cpu", weights_only=False)
-        checkpoint["seqtasks"]["task"] = "parsing"
+        relabel(checkpoint, "parsing")
         torch.save(checkpoint, path)
     elif kind == "not_seqtasks":
         torch.save({"state_dict": {}}, path)

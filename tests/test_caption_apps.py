@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, fit_in_process, load_script
+from conftest import REPO, fit_in_process, load_script, relabel
 
 from seqtasks.commands import evaluate
 
@@ -248,7 +248,7 @@ def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, 
 
 def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path, run_command):
     checkpoint = torch.load(shapes_model[0], map_location="cpu", weights_only=False)
-    checkpoint["seqtasks"]["task"] = "translation"
+    relabel(checkpoint, "translation")
     path = tmp_path / "other.ckpt"
     torch.save(checkpoint, path)
     status, _, stderr = run_command("caption", str(tmp_path), "--checkpoint", str(path))

@@ -75,7 +75,7 @@ def test_an_unknown_command_is_refused_with_the_list(name, capsys):
         (["evaluate", "captioning"], ["--source", "--split", "--beam", "--nearest-neighbour"]),
         (["average"], ["checkpoints", "--out", "--last"]),
         (["serve"], ["CKPT", "--port", "--host", "--max-batch-size", "--batch-timeout"]),
-        (["export"], ["CKPT", "OUT", "--to", "--quantization", "--force"]),
+        (["export"], ["MODEL", "OUT", "--to", "--quantization", "--force"]),
     ],
 )
 def test_each_command_has_its_help(argv, options, capsys):

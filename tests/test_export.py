@@ -27,7 +27,7 @@ import pytest
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
-from conftest import REPO
+from conftest import REPO, relabel
 from lightning.pytorch.cli import instantiate_module
 
 from seqtasks.api import Translator
@@ -257,7 +257,7 @@ def test_refuses_what_ctranslate2_cannot_run(name, refused, tmp_path, capsys):
 @pytest.mark.parametrize("task", ["captioning", "parsing"])
 def test_refuses_other_tasks_by_name(task, refused, tmp_path, capsys):
     stored = torch.load(refused["rnn"], map_location="cpu", weights_only=True)
-    stored["seqtasks"]["task"] = task
+    relabel(stored, task)
     torch.save(stored, tmp_path / "other.ckpt")
     assert main([str(tmp_path / "other.ckpt"), "--to", "ctranslate2", str(tmp_path / "o")]) == 2
     assert f"other.ckpt is a {task} checkpoint and cannot be exported" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from conftest import REPO, load_script, subprocess_env, validate_counting_encodings
+from conftest import REPO, load_script, relabel, subprocess_env, validate_counting_encodings
 from nltk import Tree
 
 import seqtasks
@@ -22,7 +22,7 @@ from seqtasks.data.parsing import ParsingData, collate
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.encoders import RNNEncoder
-from seqtasks.io.checkpoint_files import CheckpointError, load_task
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.metrics.parseval import score_corpus
 from seqtasks.parsing.constraint import BracketConstraint
 from seqtasks.parsing.linearisation import delinearise, repair
@@ -269,13 +269,13 @@ def test_unconstrained_outputs_are_repaired(checkpoint, ptb_dir):
 
 def test_checkpoints_of_another_task_are_rejected(checkpoint, tmp_path):
     stored = torch.load(checkpoint, map_location="cpu", weights_only=True)  # plain data only
-    stored["seqtasks"]["task"] = "translation"
+    relabel(stored, "translation")
     other = tmp_path / "other.ckpt"
     torch.save(stored, other)
     with pytest.raises(ValueError, match="not a parsing checkpoint"):
         ParsingTask.load_from_checkpoint(other)
     with pytest.raises(CheckpointError, match="is a translation checkpoint, not a parsing one"):
-        load_task(other, ParsingTask, "parsing")
+        seqtasks.load(other, "cpu", task="parsing")
 
 
 # ---- the apps, in process (one run as a script) ---------------------------------------------
@@ -444,7 +444,7 @@ def test_bad_inputs_get_clear_messages(checkpoint, call, ptb_dir, tmp_path):
         status, _, err = call("evaluate", "parsing", "--gold", gold, "--pred", str(pred))
         assert status == 2 and message in err
     stored = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    stored["seqtasks"]["task"] = "translation"
+    relabel(stored, "translation")
     other = tmp_path / "translation.ckpt"
     torch.save(stored, other)
     status, _, err = call("parse", "--checkpoint", str(other), stdin="It works.\n")

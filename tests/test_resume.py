@@ -12,7 +12,7 @@ import lightning as L
 import pytest
 import torch
 import yaml
-from conftest import load_script
+from conftest import load_script, relabel
 from test_cli import seqtasks
 from torch import Tensor
 
@@ -22,7 +22,9 @@ from seqtasks.data import DatesData
 from seqtasks.data.batching import bucketed_loader
 from seqtasks.decoders import BahdanauDecoder
 from seqtasks.encoders import RNNEncoder
-from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints, load_task
+from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.model_files.averaging import average_checkpoints
+from seqtasks.model_files.sources import open_model
 from seqtasks.tasks import TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
 
@@ -281,7 +283,7 @@ def test_average_of_the_last_checkpoints(step_checkpoints, tmp_path):
 def test_averaging_refuses_unlike_checkpoints(step_checkpoints, tmp_path, capsys):
     first = step_checkpoints[0]
     other_task = load(first)
-    other_task["seqtasks"] = {**other_task["seqtasks"], "task": "parsing"}
+    relabel(other_task, "parsing")
     parsing = tmp_path / "parsing.ckpt"
     torch.save(other_task, parsing)
     with pytest.raises(CheckpointError, match=f"{parsing}.*parsing checkpoint"):
@@ -339,7 +341,7 @@ def test_a_numerical_fault_stops_the_run_before_any_nan_checkpoint(
         checkpoint = load(path)
         assert checkpoint["global_step"] == 3, path
         assert all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values()), path
-        load_task(path, TranslationTask, "translation")
+        open_model(path).build()
 
 
 class Probe(L.Callback):

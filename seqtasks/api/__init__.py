@@ -1,7 +1,9 @@
-"""seqtasks from Python: `load` a checkpoint (or several, as an ensemble) and call it.
+"""seqtasks from Python: `load` a model (or several, as an ensemble) and call it.
 
 import seqtasks
 model = seqtasks.load("best.ckpt")             # a Translator, Parser or Captioner
+model = seqtasks.load("models/de-en")          # a model folder (seqtasks export --to folder)
+model = seqtasks.load("hf://ORG/NAME")         # a model folder on the Hugging Face Hub
 model.translate(["Ein Hund rennt."])           # / .parse(sentences) / .caption(images)
 """
 

@@ -1,5 +1,6 @@
-"""`seqtasks.load`: a trained model, or an ensemble of several, from the checkpoints `fit`
-writes, ready to translate, parse or caption."""
+"""`seqtasks.load`: a trained model, or an ensemble of several, from a checkpoint `fit` wrote, a
+model folder `seqtasks export --to folder` wrote, or a model on the Hugging Face Hub
+(`hf://ORG/NAME[@REVISION]`), ready to translate, parse or caption."""
 
 from __future__ import annotations
 
@@ -10,74 +11,72 @@ from seqtasks.api.captioner import Captioner
 from seqtasks.api.parser import Parser
 from seqtasks.api.translator import Translator
 from seqtasks.devices import check_device
-from seqtasks.io.checkpoint_files import CheckpointError, load_task, read_checkpoint
+from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.model_files.identity import fingerprint_difference
+from seqtasks.model_files.sources import ModelSource, Reference, open_model
 from seqtasks.registry import TASKS
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
 
 
 def load(
-    checkpoint: str | Path | Sequence[str | Path], device: str = "auto", task: str | None = None
+    model: Reference | Sequence[Reference], device: str = "auto", task: str | None = None
 ) -> Translator | Parser | Captioner:
-    """The model a seqtasks checkpoint holds, as a `Translator`, `Parser` or `Captioner` by
-    the task it was trained for, in eval mode on `device` ("auto": a GPU when one is visible,
-    else the CPU; or "cpu", "cuda", "cuda:1" …).
+    """The model a checkpoint, a model folder or an `hf://ORG/NAME[@REVISION]` name holds, as a
+    `Translator`, `Parser` or `Captioner` by the task it was trained for, in eval mode on
+    `device` ("auto": a GPU when one is visible, else the CPU; or "cpu", "cuda", "cuda:1" …).
 
-    Given several checkpoints, an ensemble: at every search step the members' log-probabilities
-    are averaged (`seqtasks.search.ensemble`). Members may differ in architecture but must be of
-    one task and share their vocabularies (and, for captioning, the image size); the first one's
-    search settings (`test_beam`, length penalty, length limits) apply. With `task` ("translation",
-    "parsing", "captioning"), a checkpoint of another task is refused by name.
+    Given several, an ensemble: at every search step the members' log-probabilities are
+    averaged (`seqtasks.search.ensemble`). Members may differ in architecture but must be of
+    one task and share their tokenisers (and, for captioning, the image size); the first one's
+    search settings (`test_beam`, length penalty, length limits) apply. With `task`
+    ("translation", "parsing", "captioning"), a model of another task is refused by name.
 
     Raises:
         DeviceError: for an unknown device, or one that is not here, before any file is read.
-        CheckpointError: naming the file, for a missing, damaged or foreign file
-            (docs/bad_input.md), and for ensemble members that do not fit together.
+        NewerModelError: for a model a newer seqtasks wrote (naming its version and what this
+            one lacks).
+        CheckpointError: naming the file, for a missing, damaged, altered or foreign file
+            (docs/bad_input.md, docs/models.md), and for ensemble members that do not fit
+            together.
     """
     device = check_device(device)
-    paths = (
-        [Path(checkpoint)] if isinstance(checkpoint, (str, Path)) else list(map(Path, checkpoint))
-    )
-    found = members_task(paths)
-    if task is not None and found != task:
-        raise CheckpointError(f"{paths[0]} is a {found} checkpoint, not a {task} one")
-    task = found
-    entry = TASKS[task]
-    members = [load_task(path, entry.task_class(), task, device) for path in paths]
+    references = [model] if isinstance(model, (str, Path)) else list(model)
+    sources = [open_model(reference) for reference in references]
+    check_members(sources, task)
+    entry = TASKS[sources[0].task]
+    members = [source.build(device) for source in sources]
     first = members[0]
     if len(members) > 1:
         first.attach(
             EnsembleEncoder([m.encoder for m in members]),
             EnsembleDecoder([m.decoder for m in members]),
         )
-    return entry.model_class()(first, paths)
+    return entry.model_class()(first, [source.where for source in sources])
 
 
-def members_task(paths: Sequence[Path]) -> str:
-    """The task of the checkpoints at `paths`, once they are known to decode together: readable
-    seqtasks checkpoints of one task that seqtasks serves, with equal vocabularies. Reads only
-    what the files store beside their weights, without building a model.
-
-    Raises:
-        CheckpointError: naming the file at fault and what is wrong.
-    """
-    if not paths:
+def check_members(sources: Sequence[ModelSource], task: str | None = None) -> None:
+    """Raise a CheckpointError, naming the model at fault and what is wrong, unless the models
+    (`open_model`) can decode together: of one task (`task` when given), with the same
+    tokenisers."""
+    if not sources:
         raise CheckpointError("no checkpoint to load")
-    stored = [read_checkpoint(path)["seqtasks"] for path in paths]
-    task = stored[0]["task"]
-    if task not in TASKS:
-        raise CheckpointError(f"{paths[0]}: a {task!r} checkpoint, which seqtasks cannot load")
-    for path, entries in zip(paths[1:], stored[1:]):
-        if entries["task"] != task:
+    first = sources[0]
+    if task is not None and first.task != task:
+        raise CheckpointError(f"{first.where} is a {first.task} {first.kind}, not a {task} one")
+    for source in sources[1:]:
+        if source.task != first.task:
             raise CheckpointError(
-                f"cannot ensemble {path} with {paths[0]}: it is a {entries['task']} checkpoint, "
-                f"not a {task} one"
+                f"cannot ensemble {source.where} with {first.where}: it is a {source.task} "
+                f"{source.kind}, not a {first.task} one"
             )
-        if entries != stored[0]:
-            differ = sorted(
-                k for k in entries.keys() | stored[0].keys() if entries.get(k) != stored[0].get(k)
-            )
+        names = (Path(first.where).name, Path(source.where).name)
+        if names[0] == names[1]:
+            names = ("the first", "this one")
+        mismatch = fingerprint_difference(
+            first.identity.fingerprints, source.identity.fingerprints, names
+        )
+        if mismatch is not None:
             raise CheckpointError(
-                f"cannot ensemble {path} with {paths[0]}: their {', '.join(differ)} differ "
-                "(ensemble members must share their vocabularies)"
+                f"cannot ensemble {source.where} with {first.where}: {mismatch} (ensemble "
+                "members must share their tokenisers and vocabularies)"
             )
-    return task

@@ -49,13 +49,14 @@ def as_list(items: Sequence, what: str) -> list:
 
 class Model:
     """A trained task (`task`, a LightningModule, put in eval mode), loaded from `checkpoints`
-    (several: an ensemble).
+    (several: an ensemble), each named as it was given: a checkpoint's or model folder's path,
+    or `hf://ORG/NAME@COMMIT`.
 
     Raises:
         ValueError: for a task without what its checkpoints store (tokenisers, vocabularies).
     """
 
-    def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[Path]):
+    def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[str | Path]):
         if task.stored() is None:
             raise ValueError(f"the model has no {task.entry.stored_as}: load it from a checkpoint")
         self.task = task.eval()

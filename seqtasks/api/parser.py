@@ -47,7 +47,7 @@ class Parser(Model):
 
     task: ParsingTask
 
-    def __init__(self, task: ParsingTask, checkpoints: Sequence[Path]):
+    def __init__(self, task: ParsingTask, checkpoints: Sequence[str | Path]):
         super().__init__(task, checkpoints)
         self._ptb = PTBTokenizer(task.vocabulary.words)
 

@@ -51,6 +51,14 @@ def text_file(text: str) -> Path:
     return path
 
 
+def model_reference(text: str) -> Path | str:
+    """A model to load: a checkpoint file or model folder (a Path), or a model on the Hugging
+    Face Hub, `hf://ORG/NAME[@REVISION]` (kept as the string: a Path would fold its `//`)."""
+    if not text:
+        raise argparse.ArgumentTypeError("needs a checkpoint, model folder or hf:// name, got ''")
+    return text if text.startswith("hf://") else Path(text)
+
+
 def max_tokens(text: str) -> str | int:
     """A decoding budget: "auto" or a positive integer (`search.budget.max_tokens_option`)."""
     from seqtasks.search.budget import max_tokens_option  # torch, only when a value is given

@@ -53,6 +53,26 @@ def point_at_last(trainer: Trainer) -> None:
             callback.dirpath = folder
 
 
+def last_checkpoint(trainer: Trainer) -> str | None:
+    """The file `--ckpt_path last` resumes from, found as Lightning finds it (the newest
+    last*.ckpt in the folders of the trainer's ModelCheckpoints, once `point_at_last` has
+    pointed them); None if there is none."""
+    found = [
+        (
+            os.path.getmtime(os.path.join(callback.dirpath, name)),
+            os.path.join(callback.dirpath, name),
+        )
+        for callback in trainer.checkpoint_callbacks
+        if isinstance(callback, ModelCheckpoint)
+        and callback.dirpath
+        and os.path.isdir(callback.dirpath)
+        for name in os.listdir(callback.dirpath)
+        if name.startswith(ModelCheckpoint.CHECKPOINT_NAME_LAST)
+        and name.endswith(ModelCheckpoint.FILE_EXTENSION)
+    ]
+    return max(found)[1] if found else None
+
+
 def best_checkpoint(trainer: Trainer) -> str:
     """The best checkpoint of the newest earlier run, as its newest last.ckpt records it for
     the trainer's first ModelCheckpoint (the one Lightning's `best` means).

@@ -18,9 +18,12 @@ a config error names the key and what is wrong with it (`config_errors`; jsonarg
 follows); a `--ckpt_path` that is missing, damaged, or of another task than the config's model
 is refused before anything is built; an accelerator or devices this machine lacks
 (`accelerators`) before the Trainer is built; a place the run cannot write, or a prediction
-file that would replace the data (`outputs`), before it starts; a checkpoint whose model,
-optimiser or schedulers differ from the config's (`training.compatibility`), and a model with
-fewer positions than the data's sequences need (`training.positions`), before the first step.
+file that would replace the data (`outputs`), and a checkpoint of another model (a setting of
+its specification) or of other data (a tokeniser's fingerprint; `training.compatibility.
+check_identity`), before it writes anything; a checkpoint whose tensors, optimiser or
+schedulers differ from the config's (`training.compatibility`), and a model with fewer
+positions than the data's sequences need (`training.positions`), before the first step.
+Lightning's start-up lines are held until the run starts (`training.noise.StartupLines`).
 The config describes the model: unlike LightningCLI, `--ckpt_path FILE` does not read the
 model's settings from the file over it.
 """
@@ -40,18 +43,19 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import seqtasks.tasks  # noqa: F401 (the task classes, so that `--model TranslationTask` finds one)
 from seqtasks.cli.accelerators import check_accelerator
-from seqtasks.cli.checkpoint_paths import best_checkpoint, point_at_last
+from seqtasks.cli.checkpoint_paths import best_checkpoint, last_checkpoint, point_at_last
 from seqtasks.cli.config_errors import SeqtasksParser
 from seqtasks.cli.outputs import check_run_outputs
 from seqtasks.devices import DeviceError
-from seqtasks.io.checkpoint_files import CheckpointError, require_task
+from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint, require_task
 from seqtasks.io.outputs import OutputError
 from seqtasks.metrics.formats import score_table
 from seqtasks.registry import task_of
 from seqtasks.training.checkpoints import AtomicCheckpointIO
+from seqtasks.training.compatibility import check_identity
 from seqtasks.training.host_memory import keep_freed_memory
 from seqtasks.training.loggers import default_loggers
-from seqtasks.training.noise import evaluation_without_fit_state, silence_known_noise
+from seqtasks.training.noise import STARTUP, evaluation_without_fit_state, silence_known_noise
 from seqtasks.training.positions import PositionsError
 from seqtasks.training.progress import LineProgress
 
@@ -115,8 +119,7 @@ class SeqtasksCLI(LightningCLI):
         with `--ckpt_path last`, whose file is found later."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        special = str(ckpt_path).split(":")[0] in SPECIAL_PATHS or "://" in str(ckpt_path)
-        if ckpt_path and not special:
+        if _local(ckpt_path):
             try:
                 require_task(ckpt_path, _model_task(self.config[subcommand].get("model")))
             except CheckpointError as error:
@@ -162,14 +165,28 @@ class SeqtasksCLI(LightningCLI):
     def before_predict(self) -> None:
         self._before_run()
 
+    def _check_identity(self, path: str) -> None:
+        """End the run with `error: …` if the checkpoint at `path` is not the config's model
+        trained on the config's data (`compatibility.check_identity`), before anything is
+        written or restored."""
+        try:
+            checkpoint = read_checkpoint(path, mmap=True)
+            check_identity(checkpoint, self.model, self.datamodule, path)
+        except CheckpointError as error:
+            message = str(error)
+            _exit_with(message if path in message else f"{path}: {message}")
+
     def _before_run(self) -> None:
-        """Find what `--ckpt_path last` or `best` means (`checkpoint_paths`), and check every
-        place the run writes (`check_run_outputs`)."""
+        """Find what `--ckpt_path last` or `best` means (`checkpoint_paths`), check every place
+        the run writes (`check_run_outputs`), and refuse a checkpoint of another model or data
+        (`_check_identity`)."""
         config = self.config_init[self.subcommand]
-        if config.get("ckpt_path") == "last":
+        restored = config.get("ckpt_path")
+        if restored == "last":
             point_at_last(self.trainer)
-        elif config.get("ckpt_path") == "best":
-            config["ckpt_path"] = best_checkpoint(self.trainer)
+            restored = last_checkpoint(self.trainer)
+        elif restored == "best":
+            restored = config["ckpt_path"] = best_checkpoint(self.trainer)
         trainer_config = config["trainer"]
         logger = trainer_config.get("logger")
         default_loggers = not trainer_config.get("barebones") and logger in (None, True)
@@ -182,6 +199,9 @@ class SeqtasksCLI(LightningCLI):
             root_used or not self.trainer.loggers,
             default_loggers,
         )
+        if _local(restored):
+            self._check_identity(restored)
+        STARTUP.release()  # the run starts: Lightning's start-up lines as they came
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -198,6 +218,12 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
+def _local(path: Any) -> bool:
+    """Whether `path` names a checkpoint file here (not Lightning's hpc or registry, nor a
+    remote URL)."""
+    return bool(path) and "://" not in str(path) and str(path).split(":")[0] not in SPECIAL_PATHS
+
+
 def _model_task(model: Any) -> str | None:
     """The task ('translation', …) of the model a config names by class_path, if it is one."""
     class_path = getattr(model, "class_path", None)
@@ -208,7 +234,9 @@ def _model_task(model: Any) -> str | None:
 
 
 def _exit_with(message: str) -> NoReturn:
-    """End the command as the apps do on bad input: `error: message`, exit status 2."""
+    """End the command as the apps do on bad input: `error: message`, exit status 2 (and
+    without Lightning's start-up lines, held until now)."""
+    STARTUP.drop()
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
@@ -216,13 +244,17 @@ def _exit_with(message: str) -> NoReturn:
 def main(args: list[str] | None = None) -> None:
     keep_freed_memory()
     silence_known_noise()
-    SeqtasksCLI(
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_kwargs={"overwrite": True},
-        parser_class=SeqtasksParser,
-        args=args,
-    )
+    STARTUP.hold()
+    try:
+        SeqtasksCLI(
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_kwargs={"overwrite": True},
+            parser_class=SeqtasksParser,
+            args=args,
+        )
+    finally:
+        STARTUP.release()  # whatever ended the run (what `_exit_with` dropped stays dropped)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@
 Averaging the last few checkpoints of a run usually scores a little better than the last one
 alone (Vaswani et al. 2017 average the last 5 or 20). Floating-point tensors are averaged in
 float64 and cast back; integer buffers, hyperparameters, vocabularies and the training state
-come from the newest checkpoint. Checkpoints of another task, model class, vocabulary or
-architecture are refused, naming the file. The output is written atomically and loads like any
-checkpoint (`seqtasks translate --checkpoint averaged.ckpt`, `seqtasks test --ckpt_path …`).
+come from the newest checkpoint. Checkpoints of another task or model (any setting of its
+specification but those only training reads: `num_heads: a.ckpt 2, b.ckpt 4`), vocabulary or
+architecture, or of a newer seqtasks, are refused before anything is written, naming the file.
+The output is written atomically and loads like any checkpoint (`seqtasks translate
+--checkpoint averaged.ckpt`, `seqtasks test --ckpt_path …`).
 """
 
 from __future__ import annotations
@@ -35,17 +37,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="average only the K with the highest global step",
     )
     args = parser.parse_args(argv)
-    args.paths = expand(args.checkpoints)
+    try:
+        args.paths = expand(args.checkpoints)
+    except ValueError as error:
+        parser.error(f"argument checkpoints: {error}")
     check_outputs(parser, {"--out": args.out}, {"a checkpoint to average": args.paths})
     return args
 
 
 def expand(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder gives its *.ckpt files (not the hidden temporary ones)."""
+    """Files as given; a folder gives its *.ckpt files (not the hidden temporary ones).
+
+    Raises:
+        ValueError: for a model folder (no training state to average), or a folder without
+            checkpoints.
+    """
     found: list[Path] = []
     for path in paths:
+        if (path / "config.json").is_file():
+            raise ValueError(
+                f"{path} is a model folder: average takes checkpoints (.ckpt), which keep the "
+                "training state an averaged checkpoint goes on from"
+            )
         if path.is_dir():
-            found += sorted(p for p in path.glob("*.ckpt") if not p.name.startswith("."))
+            inside = sorted(p for p in path.glob("*.ckpt") if not p.name.startswith("."))
+            if not inside:
+                raise ValueError(f"{path} is a folder without checkpoints (*.ckpt)")
+            found += inside
         else:
             found.append(path)
     return found
@@ -58,7 +76,7 @@ def newest(paths: list[Path], k: int) -> list[Path]:
 
     by_step: dict[int, Path] = {}
     for path in paths:
-        by_step.setdefault(read_checkpoint(path).get("global_step", 0), path)
+        by_step.setdefault(read_checkpoint(path, mmap=True).get("global_step", 0), path)
     return [by_step[step] for step in sorted(by_step)[-k:]]
 
 
@@ -67,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch  # after the arguments
 
-    from seqtasks.io.checkpoint_files import CheckpointError, average_checkpoints
+    from seqtasks.io.checkpoint_files import CheckpointError
+    from seqtasks.model_files.averaging import average_checkpoints
 
     try:
         paths = args.paths

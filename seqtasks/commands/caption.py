@@ -28,6 +28,7 @@ from seqtasks.cli.arguments import (
     check_outputs,
     device_name,
     given,
+    model_reference,
     positive_int,
 )
 from seqtasks.commands.loading import CommandError, load_model
@@ -40,7 +41,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="seqtasks caption", description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
     parser.add_argument(
-        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        nargs="+",
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
     )
     add_beam_option(parser)
     add_stop_option(parser)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seqtasks.cli.arguments import (
@@ -29,6 +28,7 @@ from seqtasks.cli.arguments import (
     add_stop_option,
     device_name,
     given,
+    model_reference,
     positive_int,
 )
 from seqtasks.commands.loading import CommandError, load_model
@@ -41,7 +41,11 @@ if TYPE_CHECKING:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="seqtasks parse", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        nargs="+",
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
     )
     parser.add_argument(
         "--pretokenized", action="store_true", help="one sentence a line, tokens split by spaces"

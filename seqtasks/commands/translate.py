@@ -26,6 +26,7 @@ from seqtasks.cli.arguments import (
     check_outputs,
     device_name,
     given,
+    model_reference,
     positive_int,
 )
 from seqtasks.commands.loading import CommandError, load_model
@@ -38,7 +39,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="seqtasks translate", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
-        "--checkpoint", required=True, type=Path, nargs="+", help="one, or several: an ensemble"
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        nargs="+",
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
     )
     parser.add_argument(
         "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"

@@ -14,6 +14,7 @@ from seqtasks.cli.arguments import (
     add_stop_option,
     check_outputs,
     device_name,
+    model_reference,
     non_negative_int,
     positive_int,
     text_file,
@@ -60,7 +61,13 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="seqtasks evaluate", description=description)
     tasks = parser.add_subparsers(dest="task", required=True)
     translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
-    translation.add_argument("--checkpoint", required=True, nargs="+", type=Path)
+    translation.add_argument(
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        type=model_reference,
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
+    )
     translation.add_argument("--src", required=True, type=text_file)
     translation.add_argument("--ref", required=True, type=text_file)
     add_beam_option(translation)
@@ -85,7 +92,11 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parsing.add_argument("--gold", required=True, type=Path, help="gold trees")
     source = parsing.add_mutually_exclusive_group(required=True)
     source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
-    source.add_argument("--checkpoint", type=Path, help="a parser to run on the gold words")
+    source.add_argument(
+        "--checkpoint",
+        type=model_reference,
+        help="a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
+    )
     add_beam_option(parsing)
     add_stop_option(parsing)
     parsing.add_argument(
@@ -100,7 +111,12 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     parsing.add_argument("--json", action="store_true")
 
     captioning = tasks.add_parser("captioning", help="BLEU-1…4, CIDEr-D, METEOR; shapes scores")
-    captioning.add_argument("--checkpoint", required=True, type=Path)
+    captioning.add_argument(
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        help="a checkpoint, model folder or hf://ORG/NAME",
+    )
     captioning.add_argument(
         "--source", required=True, type=Path, help="a captions.txt folder or a Karpathy .json"
     )

@@ -30,7 +30,8 @@ from seqtasks.export.staging import (
     require_space,
     staged_directory,
 )
-from seqtasks.io.checkpoint_files import checkpoint_task, load_task
+from seqtasks.model_files.hub import is_hub_name
+from seqtasks.model_files.sources import Reference, open_model
 from seqtasks.registry import TASKS
 
 # What the weights are, in words, where the option's name does not say it.
@@ -39,21 +40,22 @@ WEIGHTS = {"none": "float32, as trained"}
 SMALL_FILES = 1 << 16
 
 
-def load_translation_task(path: Path) -> Any:
-    """The `TranslationTask` of the checkpoint `path`, in eval mode.
+def load_translation_task(model: Reference) -> Any:
+    """The `TranslationTask` of the checkpoint, model folder or `hf://` name `model`, in eval
+    mode on the CPU.
 
     Raises:
-        CheckpointError: for a missing, damaged or foreign file.
-        ExportError: for a checkpoint of another task.
+        CheckpointError: for a missing, damaged, newer or foreign model.
+        ExportError: for a model of another task.
     """
-    task = checkpoint_task(path)
-    entry = TASKS.get(task)
-    if entry is None or entry.not_exported is not None:
-        why = entry.not_exported if entry else "seqtasks does not know this task"
+    source = open_model(model)
+    entry = TASKS[source.task]
+    if entry.not_exported is not None:
         raise ExportError(
-            f"{path} is a {task} checkpoint and cannot be exported to CTranslate2: {why}"
+            f"{source.where} is a {source.task} {source.kind} and cannot be exported to "
+            f"CTranslate2: {entry.not_exported}"
         )
-    return load_task(path, entry.task_class(), task)  # Lightning, only when needed
+    return source.build("cpu")
 
 
 def refusal(task: Any) -> str | None:
@@ -140,7 +142,7 @@ def unsupported_here(quantization: str) -> str | None:
     )
 
 
-def metadata(task: Any, checkpoint: Path, quantization: str) -> dict[str, Any]:
+def metadata(task: Any, checkpoint: Reference, quantization: str) -> dict[str, Any]:
     """What `seqtasks_export.json` records: the source, the architecture, seqtasks' search."""
     import ctranslate2
 
@@ -198,7 +200,7 @@ with them as seqtasks does.
 
 
 def export_ctranslate2(
-    checkpoint: str | Path, out: str | Path, quantization: str = "none", force: bool = False
+    checkpoint: Reference, out: str | Path, quantization: str = "none", force: bool = False
 ) -> Path:
     """Write the CTranslate2 model of the translation checkpoint `checkpoint` to the folder
     `out`, with `source.model`, `target.model`, `seqtasks_export.json` and a README beside it.
@@ -212,10 +214,11 @@ def export_ctranslate2(
         ExportError: for a model CTranslate2 cannot run (the reason named), an `out` that must
             not or cannot be written, or too little free space for it.
     """
-    checkpoint, out = Path(checkpoint), Path(out)
+    out = Path(out)
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unknown quantization {quantization!r}; choose from {QUANTIZATIONS}")
-    folder = prepare_output(out, checkpoint, force)  # before a large checkpoint's minutes
+    local = None if is_hub_name(checkpoint) else Path(checkpoint)
+    folder = prepare_output(out, local, force)  # before a large checkpoint's minutes
     task = load_translation_task(checkpoint)
     why = refusal(task)
     if why is not None:
@@ -230,7 +233,7 @@ def export_ctranslate2(
         (staging / "seqtasks_export.json").write_text(json.dumps(stored, indent=2) + "\n")
         weights = WEIGHTS.get(quantization, quantization)
         readme = README.format(
-            checkpoint=checkpoint.name,
+            checkpoint=str(checkpoint).rstrip("/").rsplit("/", 1)[-1],
             quantization=weights,
             name=folder.name,
             beam=task.test_settings.beam,  # the checkpoint's `test_beam`

@@ -38,7 +38,7 @@ def refuse_existing(out: Path, force: bool) -> None:
         raise ExportError(f"{out} exists and is not empty; pass --force to replace it")
 
 
-def prepare_output(out: Path, checkpoint: Path, force: bool) -> Path:
+def prepare_output(out: Path, checkpoint: Path | None, force: bool) -> Path:
     """The folder to write for the OUT argument `out`, checked before the checkpoint is read:
     OUT is not the checkpoint, does not hold it (nor seqtasks' own files) and can be written;
     its parent can take the staging folder; what killed exports left beside it is cleaned; a

@@ -1,6 +1,5 @@
-"""Reading checkpoint files: loading a task with errors a person can act on, and averaging the
-weights of several.
-"""
+"""Reading checkpoint files with errors a person can act on (what a checkpoint is, and how it
+is compared with others: `seqtasks.model_files`)."""
 
 from __future__ import annotations
 
@@ -8,12 +7,9 @@ import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
-from torch import Tensor
-
-T = TypeVar("T")  # a task class (a LightningModule)
 
 
 class CheckpointError(ValueError):
@@ -73,9 +69,10 @@ def check_entries(path: Path) -> None:
         raise CheckpointError(f"{path} is not a readable PyTorch checkpoint: {damaged}")
 
 
-def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
+def torch_load(path: str | Path, weights_only: bool | None = True, mmap: bool = False) -> Any:
     """What `torch.load` reads from the file `path`, on the CPU; `weights_only` builds nothing
-    but tensors and plain values (None: PyTorch's default, which is True since 2.6).
+    but tensors and plain values (None: PyTorch's default, which is True since 2.6); `mmap`
+    maps the tensors' data rather than reading it (for what is beside them, read at once).
 
     Raises:
         CheckpointError: naming the file and what is wrong with it, whatever `torch.load`
@@ -83,6 +80,12 @@ def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
             an archive one of whose entries fails its CRC check.
     """
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        raise CheckpointError(
+            f"{path} is a model folder, not a checkpoint file: it holds the model for inference "
+            "(seqtasks.load, the commands, serve, export read it) but no training state to "
+            "restore"
+        )
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.ckpt") if not p.name.startswith("."))
         hint = f": name one of the checkpoints in it ({', '.join(inside[:5])})" if inside else ""
@@ -90,7 +93,7 @@ def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
     if not path.is_file():
         raise CheckpointError(f"no such checkpoint: {path}")
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=weights_only)
+        loaded = torch.load(path, map_location="cpu", weights_only=weights_only, mmap=mmap)
     except Exception as error:  # any: see the docstring
         raise CheckpointError(
             f"{path} is not a readable PyTorch checkpoint: {_why_unreadable(path, error)}"
@@ -99,10 +102,11 @@ def torch_load(path: str | Path, weights_only: bool | None = True) -> Any:
     return loaded
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """A seqtasks checkpoint as a dict, read without unpickling code (`weights_only`)."""
+def read_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
+    """A seqtasks checkpoint as a dict, read without unpickling code (`weights_only`), its
+    tensors mapped rather than read with `mmap` (`torch_load`)."""
     path = Path(path)
-    checkpoint = torch_load(path)
+    checkpoint = torch_load(path, mmap=mmap)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(f"{path} is not a Lightning checkpoint (no state_dict)")
     stored = checkpoint.get("seqtasks")
@@ -113,7 +117,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def checkpoint_task(path: str | Path) -> str:
     """The task a seqtasks checkpoint was trained for ('translation', …)."""
-    return read_checkpoint(path)["seqtasks"]["task"]
+    return read_checkpoint(path, mmap=True)["seqtasks"]["task"]
 
 
 def stored_entries(checkpoint: dict[str, Any], task: str, keys: Sequence[str]) -> list[Any]:
@@ -140,91 +144,3 @@ def require_task(path: str | Path, task: str | None) -> None:
     found = checkpoint_task(path)
     if task is not None and found != task:
         raise CheckpointError(f"{path} is a {found} checkpoint, not a {task} one")
-
-
-def load_task(path: str | Path, task_class: type[T], task: str, device: str = "cpu") -> T:
-    """`task_class.load_from_checkpoint(path)` in eval mode, after checking it is a `task` one."""
-    require_task(path, task)
-    try:
-        model = task_class.load_from_checkpoint(path, map_location=device)
-    except ValueError as error:  # from the task's on_load_checkpoint
-        raise CheckpointError(f"{path}: {error}") from None
-    except (RuntimeError, KeyError, TypeError, ImportError, AttributeError) as error:
-        details = " ".join(str(error).split())  # load_state_dict lists keys over many lines
-        raise CheckpointError(
-            f"{path}: cannot build the {task} model it describes ({type(error).__name__}: "
-            f"{details[:300]})"
-        ) from None
-    return model.eval()
-
-
-def _signature(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """What checkpoints must share to be averaged: task, model class, vocabularies, and the
-    name, shape and dtype of every tensor."""
-    return {
-        "task": checkpoint["seqtasks"]["task"],
-        "model class": checkpoint.get("hyper_parameters", {}).get("_class_path"),
-        "vocabularies": {k: v for k, v in checkpoint["seqtasks"].items() if k != "task"},
-        "tensors": {
-            name: (tuple(t.shape), t.dtype)
-            for name, t in checkpoint["state_dict"].items()
-            if isinstance(t, Tensor)
-        },
-    }
-
-
-def _difference(first: dict[str, Any], other: dict[str, Any]) -> str | None:
-    """How `other`'s signature differs from `first`'s, in words; None if it does not."""
-    if other["task"] != first["task"]:
-        return f"it is a {other['task']} checkpoint, not a {first['task']} one"
-    if other["model class"] != first["model class"]:
-        return f"its model is a {other['model class']}, not a {first['model class']}"
-    if other["vocabularies"] != first["vocabularies"]:
-        return "its vocabularies differ"
-    names, first_names = other["tensors"].keys(), first["tensors"].keys()
-    if names != first_names:
-        extra, missing = sorted(names - first_names), sorted(first_names - names)
-        return f"its architecture differs (only here: {extra[:3]}; missing: {missing[:3]})"
-    for name, (shape, dtype) in other["tensors"].items():
-        if (shape, dtype) != first["tensors"][name]:
-            first_shape, first_dtype = first["tensors"][name]
-            return (
-                f"its architecture differs: {name} is {list(shape)} {dtype}, "
-                f"not {list(first_shape)} {first_dtype}"
-            )
-    return None
-
-
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """One checkpoint whose floating-point weights are the mean of those in `paths` (summed in
-    float64, cast back); integer buffers and everything else (hyperparameters, vocabularies,
-    optimiser and loop state) come from the newest one (highest global step, the later one
-    named on a tie). The checkpoints are read one at a time.
-
-    Raises `CheckpointError` naming the file if one is unreadable or differs from the first
-    in task, model class, vocabularies or tensor names, shapes and dtypes.
-    """
-    if not paths:
-        raise CheckpointError("no checkpoints to average")
-    sums: dict[str, Tensor] = {}
-    first_path, first, newest = Path(paths[0]), None, None
-    for path in map(Path, paths):
-        checkpoint = read_checkpoint(path)
-        signature = _signature(checkpoint)
-        if first is None:
-            first = signature
-        elif (difference := _difference(first, signature)) is not None:
-            raise CheckpointError(f"cannot average {path} with {first_path}: {difference}")
-        for name, tensor in checkpoint["state_dict"].items():
-            if isinstance(tensor, Tensor) and tensor.is_floating_point():
-                total = tensor.to(torch.float64)
-                sums[name] = total if name not in sums else sums[name].add_(total)
-        if newest is None or checkpoint.get("global_step", 0) >= newest.get("global_step", 0):
-            newest = checkpoint
-    averaged = dict(newest)
-    averaged["state_dict"] = {
-        name: (sums[name] / len(paths)).to(tensor.dtype) if name in sums else tensor
-        for name, tensor in newest["state_dict"].items()
-    }
-    averaged["averaged_from"] = [str(path) for path in paths]
-    return averaged

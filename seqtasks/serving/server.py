@@ -23,9 +23,9 @@ from pathlib import Path
 import litserve as ls
 from fastapi.responses import JSONResponse
 
-from seqtasks.api.load import members_task
+from seqtasks.api.load import check_members
 from seqtasks.devices import check_device
-from seqtasks.io.checkpoint_files import checkpoint_task
+from seqtasks.model_files.sources import open_model
 from seqtasks.registry import TASKS
 from seqtasks.serving import page, validation
 from seqtasks.serving.endpoints import Limits, ModelEndpoint, default_threads
@@ -45,19 +45,21 @@ class ServerSettings:
     max_payload_mb: int = 20
 
 
-def group_by_task(checkpoints: Sequence[str | Path]) -> dict[str, list[str]]:
-    """The checkpoints of each task, in the order given (a task's list is one model or an
-    ensemble), checked here so that no worker fails to load them.
+def group_by_task(models: Sequence[str | Path]) -> dict[str, list[str]]:
+    """The models of each task (checkpoints, model folders, `hf://` names), in the order given
+    (a task's list is one model or an ensemble), checked here so that no worker fails to load
+    them; an `hf://` name is downloaded here, once, and its workers read the local copy.
 
     Raises:
-        CheckpointError: naming a file that is missing, damaged or not a seqtasks checkpoint,
-            or ensemble members that do not share their vocabularies.
+        CheckpointError: naming a model that is missing, damaged, of a newer seqtasks or not a
+            seqtasks model, or ensemble members that do not share their vocabularies.
     """
+    sources = [open_model(model) for model in models]
     groups: dict[str, list[str]] = {}
-    for path in checkpoints:
-        groups.setdefault(checkpoint_task(path), []).append(str(path))
-    for group in groups.values():
-        members_task([Path(path) for path in group])
+    for source in sources:
+        groups.setdefault(source.task, []).append(str(source.path))
+    for task in groups:
+        check_members([source for source in sources if source.task == task])
     return groups
 
 

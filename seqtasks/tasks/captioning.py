@@ -117,6 +117,10 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
     def restore(self, entries: dict[str, Any]) -> None:
         self.set_preprocessing(WordTokenizer(entries["vocabulary"]), entries["image_size"])
 
+    @classmethod
+    def data_entries(cls, datamodule: Any) -> dict[str, Any]:
+        return {"vocabulary": datamodule.tokenizer.vocabulary, "image_size": datamodule.image_size}
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
         # The state dict holds the encoder's weights, so rebuilding it from the checkpoint must

@@ -96,6 +96,10 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
     def restore(self, entries: dict[str, Any]) -> None:
         self.set_vocabulary(ParsingVocabulary.from_dict(entries["vocabulary"]))
 
+    @classmethod
+    def data_entries(cls, datamodule: Any) -> dict[str, Any]:
+        return {"vocabulary": datamodule.vocabulary.as_dict()}
+
     # ---- decoding: only well-formed trees over the input words --------------------------
     def search_limits(self, memory: Memory, settings: SearchSettings) -> Tensor:
         words = memory.lengths - 1  # the source is words + EOS

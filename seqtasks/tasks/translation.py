@@ -94,6 +94,13 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
             SentencePieceTokenizer(entries["tgt_tokenizer"], "checkpoint target tokeniser"),
         )
 
+    @classmethod
+    def data_entries(cls, datamodule: Any) -> dict[str, Any]:
+        return {
+            "src_tokenizer": datamodule.src_tokenizer.proto,
+            "tgt_tokenizer": datamodule.tgt_tokenizer.proto,
+        }
+
     # ---- evaluation -----------------------------------------------------------------------
     def evaluation_records(
         self, batch: Batch, memory: Memory, settings: SearchSettings, losses: Losses

@@ -1,9 +1,11 @@
-"""Whether a checkpoint fits the run it is restored into: its weights the model's names and
-shapes, and (to resume training) its optimiser state the optimiser's class and parameter groups,
+"""Whether a checkpoint fits the run it is restored into: its model the config's, setting by
+setting, and its tokenisers the data's (`check_identity`); its weights the model's names and
+shapes; and (to resume training) its optimiser state the optimiser's class and parameter groups,
 and its learning-rate schedulers the config's. A difference is said in one line, first one
 first, before anything is restored: PyTorch would otherwise end the run with some 30 lines of
 `size mismatch` (weights), a `ValueError` inside `Optimizer.load_state_dict` (parameter groups),
-or no error at all until a step reads a setting the other optimiser does not have.
+or no error at all: a model with another number of heads, or data read by another tokeniser of
+the same size, would train on from weights that mean something else.
 """
 
 from __future__ import annotations
@@ -16,6 +18,45 @@ from torch.optim import Optimizer
 from seqtasks.io.checkpoint_files import CheckpointError
 
 RESUME_HINT = "give the settings it was trained with (its run's config.yaml)"
+DATA_HINT = (
+    "give the data it was trained on, prepared as it was (its tokenisers), or start a new run"
+)
+
+
+def check_identity(checkpoint: Mapping[str, Any], model: Any, datamodule: Any, where: str) -> None:
+    """Refuse, in one line naming the setting or tokeniser and both values, a checkpoint that is
+    not the model `model` (a task built from the config) trained on `datamodule`'s data: every
+    setting of its specification but those that may change on resume (docs/resume.md), and the
+    fingerprint of each tokeniser or vocabulary. A model built by hand, whose hyperparameters
+    are no specification, is compared by its tokenisers alone.
+
+    Raises:
+        NewerModelError: for a checkpoint of a newer seqtasks.
+        CheckpointError: for a checkpoint of another model or data.
+    """
+    from pathlib import Path
+
+    from seqtasks.model_files.comparison import difference
+    from seqtasks.model_files.identity import fingerprint_difference, fingerprints
+    from seqtasks.model_files.sources import checked, checkpoint_source
+    from seqtasks.model_files.spec import SpecError, from_hparams, resolved
+
+    try:
+        config = resolved(from_hparams(model.hparams, type(model)))
+    except SpecError:  # a model built by hand: its hyperparameters are no specification
+        config = None
+    source = checkpoint_source(dict(checkpoint), Path(where), where)  # its format checked
+    if config is not None:
+        why = difference(checked(source).resolved, config, ("checkpoint", "config"))
+        if why is not None:
+            raise CheckpointError(
+                f"the checkpoint's model differs from the config's: {why}; {RESUME_HINT}"
+            )
+    if datamodule is not None and hasattr(model, "data_entries"):
+        data = fingerprints(model.data_entries(datamodule))
+        why = fingerprint_difference(source.identity.fingerprints, data, ("checkpoint", "data"))
+        if why is not None:
+            raise CheckpointError(f"the checkpoint was trained on other data: {why}; {DATA_HINT}")
 
 
 def _shape(value: Any) -> list[int] | None:

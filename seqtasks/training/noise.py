@@ -12,11 +12,15 @@ still shows.
   is missing (the `Timer` of `max_time`) and that the checkpoints' `dirpath` changed (the run
   writes its logs to a new `version_N`). Both are silenced for those runs only; in `fit`, where
   they mean a resumed run lost that state, they still show.
+- Lightning's start-up lines ("Seed set to 1", "GPU available: …") are held back until a run's
+  checks have passed (`StartupLines`): a run refused before its first step ends with its one
+  `error:` line alone, and a run that starts shows them as before.
 """
 
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,3 +63,39 @@ def evaluation_without_fit_state(subcommand: str) -> Iterator[None]:
             for message in EVALUATION_WARNINGS:
                 warnings.filterwarnings("ignore", message=message, category=UserWarning)
         yield
+
+
+LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")  # each with its stderr handler
+
+
+class StartupLines:
+    """Holds what Lightning's loggers write (their records, in order) from `hold()` until
+    `release()` writes them as they would have been, or `drop()` forgets them."""
+
+    def __init__(self) -> None:
+        self._held: list[tuple[logging.Logger, list[logging.Handler], logging.Handler]] = []
+
+    def hold(self) -> None:
+        for name in LIGHTNING_LOGGERS:
+            logger = logging.getLogger(name)
+            buffer = logging.handlers.BufferingHandler(capacity=1 << 30)
+            self._held.append((logger, list(logger.handlers), buffer))
+            logger.handlers = [buffer]
+
+    def _restore(self, write: bool) -> None:
+        for logger, handlers, buffer in self._held:
+            logger.handlers = handlers
+            for record in buffer.buffer if write else []:
+                for handler in handlers:
+                    if record.levelno >= handler.level:
+                        handler.handle(record)
+        self._held = []
+
+    def release(self) -> None:
+        self._restore(write=True)
+
+    def drop(self) -> None:
+        self._restore(write=False)
+
+
+STARTUP = StartupLines()

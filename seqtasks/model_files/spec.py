@@ -1,0 +1,207 @@
+"""A model's specification: the class path and every init argument of its task and of the parts
+inside it (encoder, decoder, attention, …), with this seqtasks' defaults filled in, as plain
+JSON values. It is what a checkpoint's hyperparameters and a model folder's `config.json` say,
+read the way loading reads them (jsonargparse, as LightningCLI and `load_from_checkpoint` do),
+so a value this seqtasks would build differently, or could not build, is found before a model is.
+
+What a model file may name is limited: every class it names must be a `torch.nn.Module` (the
+task and its parts), or for training an optimiser or learning-rate scheduler of `torch.optim`'s
+kinds. Nothing else named in a file is imported and called (docs/models.md, "What to trust").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from seqtasks.io.checkpoint_files import CheckpointError
+
+Spec = dict[str, Any]  # {"class_path": "seqtasks.tasks.TranslationTask", "init_args": {...}}
+Path_ = tuple[str, ...]  # keys from the task down, without the "init_args" between them
+
+
+class SpecError(CheckpointError):
+    """A specification this seqtasks cannot build: a class or option it does not have, or
+    (`forbidden`) a name it will not import and call from a file."""
+
+    def __init__(self, message: str, forbidden: bool = False):
+        super().__init__(message)
+        self.forbidden = forbidden
+
+
+def from_hparams(hparams: Mapping[str, Any], task_class: type) -> Spec:
+    """The specification that Lightning's `hyper_parameters` give (`_class_path` and the init
+    arguments; `task_class` when they name no class), unresolved."""
+    init_args = {k: v for k, v in hparams.items() if not k.startswith("_")}
+    class_path = hparams.get("_class_path") or f"{task_class.__module__}.{task_class.__name__}"
+    return {"class_path": class_path, "init_args": init_args}
+
+
+def _parser() -> Any:
+    from jsonargparse import ArgumentParser
+
+    from seqtasks.tasks import EncoderDecoderTask  # Lightning: only when a spec is read
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(EncoderDecoderTask, "module", fail_untyped=False)
+    return parser
+
+
+class ParsedSpec:
+    """A specification read as loading reads it (jsonargparse, as `load_from_checkpoint`
+    does), once: its `resolved` form, and the task it `build`s.
+
+    Raises:
+        SpecError: in one line, naming the class or option this seqtasks does not have, or a
+            name it will not build from a file (`_check_values`).
+    """
+
+    def __init__(self, spec: Spec):
+        from seqtasks.cli.config_errors import config_error_summary
+
+        _check_classes(spec)
+        _check_names(spec)
+        self.parser = _parser()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.namespace = self.parser.parse_object({"module": spec})
+        except Exception as error:  # jsonargparse's ArgumentError, or what a class raised
+            summary = config_error_summary(str(error)).replace("module.class_path", "the task")
+            summary = summary.replace("module.init_args.", "").replace(".init_args", "")
+            raise SpecError(summary) from None
+        _check_values(self.namespace.module.as_dict())
+        self.resolved: Spec = plain(self.namespace.module.as_dict())
+
+    def build(self) -> Any:
+        """The task, built as `load_from_checkpoint` builds it (its weights as initialised, for
+        the caller to load)."""
+        instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # jsonargparse < 4.49 names it instantiate_classes
+            return instantiate(self.namespace).module
+
+
+def resolved(spec: Spec) -> Spec:
+    """`spec` with every option of every class that it leaves out at this seqtasks' default,
+    as plain JSON values (classes as import paths, tuples as lists); a SpecError as
+    `ParsedSpec` raises."""
+    return ParsedSpec(spec).resolved
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON values: a class or function as its import path, a partial of one as its
+    class path and arguments, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, functools.partial):
+        return {"class_path": plain(value.func), "init_args": plain(value.keywords)}
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{value.__module__}.{value.__qualname__}"
+    if callable(value):
+        return repr(value)
+    return value
+
+
+def _class_paths(value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, str]]:
+    """(path, class path) of every `class_path` entry in a nested spec, outermost first."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("class_path"), str):
+            yield path, value["class_path"]
+        for key, item in value.items():
+            if key != "class_path":
+                yield from _class_paths(item, path if key == "init_args" else (*path, key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _class_paths(item, path)
+
+
+def name(path: Path_) -> str:
+    """A path as a message names it: `decoder.attention.attention_dim`; () is the task."""
+    return ".".join(path) or "the task"
+
+
+def _check_classes(spec: Spec) -> None:
+    """Each class a spec names, imported and `_allowed`; a SpecError naming the first that is
+    not here, or not a class a file may name."""
+    for path, class_path in _class_paths(spec):
+        try:
+            found = imported(class_path)
+        except (ImportError, AttributeError, ValueError):
+            raise SpecError(
+                f"{name(path)}: class {class_path}, which this seqtasks does not have"
+            ) from None
+        if not (isinstance(found, type) and _allowed(found, path)):
+            raise _refused(path, class_path)
+
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+
+def _check_names(value: Any, path: Path_ = ()) -> None:
+    """Refuse (SpecError) a string setting that names a function or a class `_allowed` does not
+    let a file name (jsonargparse would import what a callable-typed option names, and building
+    would call it), before jsonargparse reads the spec."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key != "class_path":
+                _check_names(item, path if key == "init_args" else (*path, key))
+    elif isinstance(value, list):
+        for item in value:
+            _check_names(item, path)
+    elif isinstance(value, str) and _IMPORT_PATH.match(value):
+        try:
+            named = imported(value)
+        except (ImportError, AttributeError, ValueError):
+            return  # no import path: a plain string
+        if callable(named) and not (isinstance(named, type) and _allowed(named, path)):
+            raise _refused(path, value)
+
+
+def _allowed(value: type, path: Path_) -> bool:
+    """Whether a file may name the class `value` at `path`: modules everywhere; optimisers and
+    schedulers under the task's `optimizer` and `lr_scheduler`."""
+    from torch import nn, optim
+
+    if issubclass(value, nn.Module):
+        return True
+    training = path[:1] in (("optimizer",), ("lr_scheduler",))
+    schedulers = (optim.lr_scheduler.LRScheduler, optim.lr_scheduler.ReduceLROnPlateau)
+    return training and issubclass(value, (optim.Optimizer, *schedulers))
+
+
+def _check_values(value: Any, path: Path_ = ()) -> None:
+    """Refuse (SpecError) a parsed spec (as nested dicts) that names anything but the classes
+    `_allowed` lets a file name: jsonargparse imports what a callable-typed option names, and
+    building the model calls it."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "class_path":
+                item = imported(item)
+            _check_values(item, path if key in ("class_path", "init_args") else (*path, key))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_values(item, path)
+    elif callable(value) and not (isinstance(value, type) and _allowed(value, path)):
+        raise _refused(path, plain(value))
+
+
+def _refused(path: Path_, named: str) -> SpecError:
+    return SpecError(
+        f"{name(path)}: {named} is not a module, optimiser or scheduler class, which is all a "
+        "seqtasks model file may name",
+        forbidden=True,
+    )
+
+
+def imported(class_path: str) -> Any:
+    """The object at the import path `class_path`."""
+    import importlib
+
+    module, _, attribute = class_path.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
