@@ -29,6 +29,7 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return sorted([*globals(), *_API])
 
+
 # Modules of 0.1 that configs and checkpoints name by class path (`seqtasks.schedules.
 # InverseSqrtWarmup` in a checkpoint's hyperparameters, `seqtasks.callbacks.FitSummary` in a
 # user's YAML), served from where their classes live now.

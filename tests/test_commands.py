@@ -74,7 +74,18 @@ def test_an_unknown_command_is_refused_with_the_list(name, capsys):
         (["evaluate", "translation"], ["--src", "--ref", "--beam", "--ensemble", "--json"]),
         (["evaluate", "captioning"], ["--source", "--split", "--beam", "--nearest-neighbour"]),
         (["average"], ["checkpoints", "--out", "--last"]),
-        (["serve"], ["CKPT", "--port", "--host", "--max-batch-size", "--batch-timeout"]),
+        (
+            ["serve"],
+            [
+                "MODEL",
+                "--port",
+                "--open",
+                "--max-attention",
+                "--host",
+                "--max-batch-size",
+                "--batch-timeout",
+            ],
+        ),
         (["export"], ["MODEL", "OUT", "--to", "--quantization", "--force"]),
     ],
 )
@@ -115,6 +126,110 @@ print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_argument_errors_are_said_at_once_without_importing_anything_heavy():
+    """A command given no arguments, a bare `seqtasks fit`, an option or subcommand mistyped:
+    each says what is wrong (and "did you mean" what is near) at once, importing no torch:
+    argparse passes the "auto" defaults through their types too, which used to import it."""
+    commands = [
+        ["translate"],
+        ["parse", "--checkpoint"],
+        ["caption"],
+        ["evaluate", "translation"],
+        ["evaluate", "parsing"],
+        ["evaluate", "captioning"],
+        ["evaluate", "translatoin"],
+        ["translate", "--checkpoint", "m.ckpt", "--beem", "3"],
+        ["fit"],
+        ["transalte"],
+    ]
+    script = f"""
+import json, sys
+from seqtasks.commands import main
+errors = []
+for argv in {commands!r}:
+    try:
+        status = main(argv)
+    except SystemExit as exit:
+        status = exit.code
+    errors.append(status)
+print(json.dumps([errors, [name for name in {HEAVY!r} if name in sys.modules]]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    statuses, heavy = json.loads(result.stdout.splitlines()[-1])
+    assert statuses == [2] * len(commands) and heavy == [], result.stderr[-3000:]
+    said = result.stderr
+    assert "the following arguments are required: --checkpoint" in said
+    assert "invalid choice: 'translatoin'" in said and "(did you mean translation?)" in said
+    assert "unrecognized arguments: --beem 3 (did you mean --beam?)" in said
+    assert "error: seqtasks fit needs a config: --config F.yaml (configs/ holds one per" in said
+    assert "error: unknown command 'transalte' (did you mean translate?)" in said
+
+
+def parsers_of(name: str, monkeypatch) -> list:
+    """The argument parsers `seqtasks NAME` builds (its subcommands' among them)."""
+    from seqtasks.cli.arguments import CommandParser
+
+    built = []
+
+    def caught(self, *args, **kwargs):
+        built.append(self)
+        raise SystemExit(0)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CommandParser, "parse_args", caught)
+        try:
+            main([name])
+        except SystemExit:
+            pass
+    return built
+
+
+@pytest.mark.parametrize("name", NAMES[4:])
+def test_every_option_and_subcommand_has_a_help_line(name, monkeypatch):
+    import argparse
+
+    missing = []
+
+    def walk(parser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {choice.dest: choice.help for choice in action._choices_actions}
+                missing.extend(f"{parser.prog} {c}" for c in action.choices if not helps.get(c))
+                for sub in action.choices.values():
+                    walk(sub)
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}")
+
+    (parser,) = parsers_of(name, monkeypatch)
+    walk(parser)
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", NAMES[4:])
+def test_every_command_takes_output_as_translate_spells_it(name, monkeypatch):
+    """`--out` (caption, average) is also `--output` (translate, evaluate): a user need not
+    remember which command spells it which way."""
+    import argparse
+
+    def options(parser) -> list[list[str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += [o for sub in action.choices.values() for o in options(sub)]
+            found.append(action.option_strings)
+        return found
+
+    (parser,) = parsers_of(name, monkeypatch)
+    assert all("--output" in strings for strings in options(parser) if "--out" in strings)
 
 
 def test_the_console_script_is_the_command():

@@ -6,12 +6,37 @@ imports torch until a value is checked, so that `seqtasks COMMAND --help` answer
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from seqtasks.io.outputs import OutputError, check_output
 
 Paths = Path | Iterable[Path] | None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """ " (did you mean --beam?)" for the choice nearest `word`, or "" when none is near."""
+    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser for the seqtasks commands, whose errors say "did you mean --beam?"
+    for an option it does not know (argparse lists choices, but not near options)."""
+
+    def error(self, message: str) -> NoReturn:
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if unknown:
+            options = [o for a in self._actions for o in a.option_strings]
+            words = [w for w in unknown[1].split() if w.startswith("-")]
+            message += did_you_mean(words[0].split("=")[0], options) if words else ""
+        elif choice:
+            message += did_you_mean(choice[1], re.findall(r"'([^']*)'", choice[2]))
+        super().error(message)
 
 
 def positive_int(text: str) -> int:
@@ -60,7 +85,11 @@ def model_reference(text: str) -> Path | str:
 
 
 def max_tokens(text: str) -> str | int:
-    """A decoding budget: "auto" or a positive integer (`search.budget.max_tokens_option`)."""
+    """A decoding budget: "auto" or a positive integer (`search.budget.max_tokens_option`).
+    "auto", the default, is taken as it is: argparse passes a default through its type too,
+    and checking it would import torch before a usage error could be said."""
+    if text == "auto":
+        return text
     from seqtasks.search.budget import max_tokens_option  # torch, only when a value is given
 
     return max_tokens_option(text)
@@ -114,7 +143,10 @@ def given(**options: object) -> dict[str, object]:
 
 
 def device_name(text: str) -> str:
-    """A device that is here (`seqtasks.devices.check_device`): "auto", "cpu", "cuda:1" …"""
+    """A device that is here (`seqtasks.devices.check_device`): "auto", "cpu", "cuda:1" …;
+    "auto", the default, as it is (as `max_tokens`'s)."""
+    if text == "auto":
+        return text
     from seqtasks.devices import DeviceError, check_device  # torch, only when a value is given
 
     try:

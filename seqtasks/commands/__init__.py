@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 
 import seqtasks
+from seqtasks.cli.arguments import did_you_mean
+from seqtasks.cli.streams import at_the_edges
 
 USAGE = "usage: seqtasks COMMAND [ARGS ...]"
 
@@ -54,6 +56,10 @@ COMMANDS = {
 }
 
 
+# What gives Lightning's CLI a model to run (or asks it for help), in a subcommand's arguments.
+DESCRIBED = ("--config", "-c", "--model", "--data", "-h", "--help", "--print_config")
+
+
 def listing() -> str:
     """The commands, a line each, in two groups."""
 
@@ -82,7 +88,8 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command `argv` (default: the process's arguments) names; its exit status. An
-    unknown command is an error (status 2) that lists the commands."""
+    unknown command is an error (status 2) that lists the commands; what fails at the edges of
+    a command (its streams, the files it writes) ends it as `seqtasks.cli.streams` says."""
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())
@@ -92,12 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args[0]
     if name in LIGHTNING:
+        if not any(arg.startswith(DESCRIBED) for arg in args[1:]):  # said before Lightning loads
+            print(
+                f"{USAGE}\nerror: seqtasks {name} needs a config: --config F.yaml (configs/ "
+                "holds one per task and model, e.g. configs/translation/dates.yaml); "
+                f"seqtasks {name} --help lists the options",
+                file=sys.stderr,
+            )
+            return 2
         from seqtasks.cli.main import main as lightning
 
-        lightning(argv)  # None: LightningCLI reads sys.argv itself (and warns if also given)
-        return 0
+        # None: LightningCLI reads sys.argv itself (and warns if also given)
+        return at_the_edges(lambda: lightning(argv) or 0)
     if name not in COMMANDS:
         what = "option" if name.startswith("-") else "command"
-        print(f"{USAGE}\nerror: unknown {what} {name!r}\n\n{listing()}", file=sys.stderr)
+        near = did_you_mean(name, [*LIGHTNING, *COMMANDS, "--help", "--version"])
+        print(f"{USAGE}\nerror: unknown {what} {name!r}{near}\n\n{listing()}", file=sys.stderr)
         return 2
-    return importlib.import_module(COMMANDS[name].module).main(args[1:])
+    return at_the_edges(lambda: importlib.import_module(COMMANDS[name].module).main(args[1:]))

@@ -20,16 +20,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from seqtasks.cli.arguments import check_outputs, positive_int
+from seqtasks.cli.arguments import CommandParser, check_outputs, positive_int
 from seqtasks.io.files import open_atomic
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="seqtasks average", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="seqtasks average", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "checkpoints", nargs="+", type=Path, help="checkpoint files, or folders of *.ckpt files"
     )
-    parser.add_argument("--out", required=True, type=Path, help="the averaged checkpoint")
+    parser.add_argument(
+        "--out", "--output", required=True, type=Path, help="the averaged checkpoint"
+    )
     parser.add_argument(
         "--last",
         type=positive_int,

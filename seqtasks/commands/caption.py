@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
+    CommandParser,
     add_beam_option,
     add_stop_option,
     check_outputs,
@@ -31,6 +32,7 @@ from seqtasks.cli.arguments import (
     model_reference,
     positive_int,
 )
+from seqtasks.cli.streams import require_stdout, write_stdout
 from seqtasks.commands.loading import CommandError, load_model
 from seqtasks.io.files import write_atomic
 
@@ -38,7 +40,7 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".ti
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="seqtasks caption", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="seqtasks caption", description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
     parser.add_argument(
         "--checkpoint",
@@ -49,7 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_beam_option(parser)
     add_stop_option(parser)
-    parser.add_argument("--out", type=Path, help="write the JSON lines here (default: stdout)")
+    parser.add_argument(
+        "--out", "--output", type=Path, help="write the JSON lines here (default: stdout)"
+    )
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="images per batch")
     parser.add_argument(
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     """Caption the images; 0, 1 if some could not be read, 2 for a checkpoint or setting that
     will not do."""
     args = parse_args(argv)
+    if args.out is None:
+        require_stdout("--out FILE")
     from seqtasks.data.captions import load_images  # torch, PIL: after the arguments
 
     search = given(beam=args.beam, stop=args.stop)
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         write_atomic(args.out, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     print(
         f"captioned {captioned} images in {seconds:.1f}s ({captioned / max(seconds, 1e-9):.2f}/s, "
         f"beam {beam}); {len(errors)} could not be read",

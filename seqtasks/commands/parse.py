@@ -23,6 +23,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from seqtasks.cli.arguments import (
+    CommandParser,
     add_beam_option,
     add_max_tokens_option,
     add_stop_option,
@@ -31,6 +32,7 @@ from seqtasks.cli.arguments import (
     model_reference,
     positive_int,
 )
+from seqtasks.cli.streams import require_stdin, require_stdout, write_stdout
 from seqtasks.commands.loading import CommandError, load_model
 from seqtasks.data.text import read_stdin_lines
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="seqtasks parse", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="seqtasks parse", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--checkpoint",
         required=True,
@@ -50,7 +52,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pretokenized", action="store_true", help="one sentence a line, tokens split by spaces"
     )
-    parser.add_argument("--format", choices=["ptb", "pretty", "svg"], default="ptb")
+    parser.add_argument(
+        "--format",
+        choices=["ptb", "pretty", "svg"],
+        default="ptb",
+        help="ptb: a tree a line (an empty line for a sentence not parsed), as seqtasks "
+        "evaluate parsing --pred reads; pretty: drawn in text; svg: drawn as SVG",
+    )
     add_beam_option(parser)
     add_stop_option(parser)
     parser.add_argument(
@@ -78,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the sentences of stdin; 0, or 2 for an input, checkpoint or setting that will not
     do."""
     args = parse_args(argv)
+    require_stdin(None)
+    require_stdout(None)
     from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets  # after the arguments
 
     search = given(beam=args.beam, stop=args.stop)
@@ -116,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             todo.append(i - 1)
     parsed = model.parse([sentences[i] for i in todo], max_tokens=args.max_tokens, **search)
     parses = dict(zip(todo, parsed))
-    for i in range(len(sentences)):
-        if i in parses:
-            sys.stdout.write(render(parses[i].tree, args.format))
-        elif args.format == "ptb":
-            sys.stdout.write("\n")
+    written = [
+        render(parses[i].tree, args.format) if i in parses else "\n" if args.format == "ptb" else ""
+        for i in range(len(sentences))
+    ]
+    write_stdout("".join(written))
     return 0

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
+    CommandParser,
     add_beam_option,
     add_max_tokens_option,
     add_stop_option,
@@ -29,15 +30,14 @@ from seqtasks.cli.arguments import (
     model_reference,
     positive_int,
 )
+from seqtasks.cli.streams import require_stdin, require_stdout, write_stdout
 from seqtasks.commands.loading import CommandError, load_model
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.files import write_atomic
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="seqtasks translate", description=__doc__.split("\n\n")[0]
-    )
+    parser = CommandParser(prog="seqtasks translate", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--checkpoint",
         required=True,
@@ -79,6 +79,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Translate the input; 0, or 2 for an input, checkpoint or setting that will not do."""
     args = parse_args(argv)
+    if args.input is None:
+        require_stdin()
+    if args.output is None:
+        require_stdout()
     search = given(beam=args.beam, n_best=args.n_best, stop=args.stop, max_length=args.max_length)
     figures = "--attention-plots" if args.attention_plots else None
     try:
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         write_atomic(args.output, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
 
     if args.attention_plots:
         from seqtasks.io.plots import plot_attention  # matplotlib: only for plots

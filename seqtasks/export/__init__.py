@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from seqtasks.cli.arguments import model_reference
+from seqtasks.cli.arguments import CommandParser, model_reference
 from seqtasks.export.staging import ExportError
 
 __all__ = ["ExportError", "QUANTIZATIONS", "main"]
@@ -52,7 +52,7 @@ def folder_path(text: str) -> Path:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="seqtasks export", description=__doc__.split("\n\n")[0].replace("`", "")
     )
     parser.add_argument(

@@ -58,19 +58,31 @@ def open_atomic(path: str | Path) -> Iterator[BinaryIO]:
     """
     path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file() and not path.is_dir():
-        with open(path, "wb") as f:
+        with _naming(path), open(path, "wb") as f:
             yield f
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(_temporary_name(path))
     try:
-        with open(tmp, "wb") as f:
+        with _naming(path), open(tmp, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Inside, an OSError that names no file (a write to a full disk) names `path`, the file
+    being written, so that the message says which."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error
 
 
 def temporary_folder(path: Path, ending: str = "tmp") -> Path:
