@@ -93,7 +93,7 @@ def test_translate_nbest_and_output_file(dates, tmp_path, run_command):
     ]
 
 
-def test_evaluate_json_and_length_table(dates, tmp_path, evaluate):
+def test_evaluate_json_and_length_table(dates, tmp_path, evaluate, run_command):
     """The report's figures against sacreBLEU called directly on the translations it wrote:
     cased 13a BLEU, chrF, lower-cased BLEU, and BLEU of each source-length bucket."""
     checkpoint, data = dates
@@ -129,6 +129,17 @@ def test_evaluate_json_and_length_table(dates, tmp_path, evaluate):
         expected.append({"low": low, "high": high, "sentences": len(rows), "bleu": score.score})
     assert report["by_length"] == [{**b, "bleu": pytest.approx(b["bleu"])} for b in expected]
     assert (tmp_path / "length.png").stat().st_size > 0
+
+    # the file it wrote, scored again as a file of translations: the same report
+    scored = ("evaluate", "translation", "--src", str(data / "test.text"), "--ref")
+    status, stdout, _ = run_command(*scored, str(data / "test.iso"), "--hyp", report["output"],
+                                    "--buckets", "3", "--json")  # fmt: skip
+    again = json.loads(stdout.strip().splitlines()[-1])
+    assert status == 0 and again["hyp_file"] == report["output"] and "beam" not in again
+    kept = ("bleu", "chrf", "bleu_lowercase", "signature", "sentences", "by_length")
+    assert {k: again[k] for k in kept} == {k: report[k] for k in kept}
+    status, _, err = run_command(*scored, str(data / "test.iso"), "--hyp", str(data / "val.iso"))
+    assert status == 2 and f"{data / 'val.iso'} has " in err and "give the translations of" in err
 
 
 def test_evaluate_rejects_misaligned_files_naming_both_counts(dates, tmp_path, evaluate):

@@ -154,6 +154,88 @@ def test_evaluate_captioning_json(shapes_model, tmp_path, run_command):
     assert report["exact_match"] == pytest.approx(100 * exact)
 
 
+def test_evaluate_captioning_scores_what_caption_wrote_as_it_scores_the_model(
+    shapes_model, tmp_path, run_command
+):
+    """`seqtasks caption` on a copy of the holdout images (and one image of another split),
+    then `evaluate captioning --pred` on its file: the scores of `--checkpoint` at the same
+    beam, the copy matched by file name, the other image passed over; the attention hit rate,
+    which needs the model's attention, left out."""
+    import shutil
+
+    from seqtasks.data.captions import read_captions
+
+    checkpoint, data = shapes_model
+    splits = read_captions(data)
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    for image in [*splits["holdout"], splits["train"][0]]:
+        shutil.copy(image.path, copies / image.name)
+    captions = tmp_path / "captions.jsonl"
+    status, _, stderr = run_command(
+        *("caption", str(copies), "--checkpoint", str(checkpoint), "--beam", "2"),
+        *("--out", str(captions)),
+    )
+    assert status == 0, stderr[-3000:]
+    assert len(captions.read_text().splitlines()) == 7
+    scored = ("--source", str(data), "--split", "holdout", "--no-meteor", "--json")
+    status, stdout, stderr = run_command("evaluate", "captioning", "--pred", str(captions), *scored)
+    assert status == 0, stderr[-3000:]
+    assert f"== {captions} on {data}, holdout split\n" in stdout
+    from_file = json.loads(stdout.strip().splitlines()[-1])
+    status, stdout, stderr = run_command(
+        *("evaluate", "captioning", "--checkpoint", str(checkpoint), "--beam", "2", *scored)
+    )
+    assert status == 0, stderr[-3000:]
+    from_model = json.loads(stdout.strip().splitlines()[-1])
+    assert from_file["pred_file"] == str(captions) and "beam" not in from_file
+    assert from_file["images"] == 6
+    for name in ("bleu1", "bleu4", "cider", "exact_match", "truthful"):
+        assert from_file[name] == pytest.approx(from_model[name], abs=1e-9), name
+    assert "attention_hits" not in from_file
+
+
+def test_a_file_of_captions_that_will_not_do_is_named_with_its_line(
+    shapes_model, tmp_path, run_command
+):
+    """Each record an image of the holdout split, by path: with one record made unreadable the
+    rest are scored and the status is 1 (as for a model); a missing image, a second record of
+    one image and a line that is not a record are refused naming the file (and line)."""
+    from seqtasks.data.captions import read_captions
+
+    _, data = shapes_model
+    images = read_captions(data)["holdout"]
+    records = [{"image": str(i.path), "caption": i.captions[0]} for i in images]
+    pred = tmp_path / "captions.jsonl"
+    scored = ("--source", str(data), "--split", "holdout", "--no-meteor", "--json")
+
+    def evaluate(lines: list) -> tuple[int, str, str]:
+        pred.write_text("".join(line if isinstance(line, str) else json.dumps(line) + "\n"
+                                for line in lines))  # fmt: skip
+        return run_command("evaluate", "captioning", "--pred", str(pred), *scored)
+
+    status, stdout, _ = evaluate(records)
+    assert status == 0 and json.loads(stdout.splitlines()[-1])["exact_match"] == 100.0
+    status, stdout, stderr = evaluate([*records[:5], {"image": records[5]["image"], "error": "x"}])
+    assert status == 1 and "error: x" in stderr
+    report = json.loads(stdout.splitlines()[-1])
+    assert report["images"] == 5 and report["images_unreadable"] == [records[5]["image"]]
+    assert "WARNING: scores over 5 of the 6 images" in stdout
+    status, _, stderr = evaluate(records[:5])
+    assert status == 2 and stderr == (
+        f"error: {pred} has no caption for 1 of the 6 images of the holdout split (the first: "
+        f"{images[5].path}): caption every image of the split (seqtasks caption FOLDER "
+        "--checkpoint CKPT --out FILE)\n"
+    )
+    status, _, stderr = evaluate([*records, records[2]])
+    assert status == 2 and stderr == (
+        f"error: {pred}:7: a second record of {images[2].path} (the first is on line 3)\n"
+    )
+    for bad in ("A red square.\n", {"image": records[0]["image"]}, ["a", "list"]):
+        status, _, stderr = evaluate([*records[:3], bad, *records[3:]])
+        assert status == 2 and stderr.startswith(f"error: {pred}:4: not a"), stderr
+
+
 def test_evaluate_captioning_scores_each_caption_against_its_own_image(
     shapes_model, monkeypatch, capsys
 ):

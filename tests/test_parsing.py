@@ -411,6 +411,51 @@ def test_evaluate_a_checkpoint_then_its_trees(checkpoint, call, ptb_dir, tmp_pat
     assert json.loads(out.splitlines()[-1])["f1"] == pytest.approx(report["f1"])
 
 
+@pytest.mark.slow
+def test_evaluate_reads_what_parse_writes_a_sentence_not_parsed_included(
+    checkpoint, call, ptb_dir, tmp_path
+):
+    """`seqtasks parse` writes an empty line for a sentence it does not parse (over
+    --max-words); `evaluate parsing --pred` reads that file aligned with the gold trees and
+    counts that sentence as EVALB counts one it cannot score: an error sentence, out of the
+    brackets. The rest score as the trees do on their own."""
+    golds = read_treebank(ptb_dir / "dev.mrg")[:6]
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("".join(to_line(t) + "\n" for t in golds))
+    words = [" ".join(t.leaves()) for t in golds]
+    longest = max(range(len(words)), key=lambda i: len(golds[i].leaves()))
+    limit = str(len(golds[longest].leaves()) - 1)
+    status, out, _ = call(
+        *("parse", "--checkpoint", str(checkpoint), "--pretokenized", "--beam", "2"),
+        *("--max-words", limit),
+        stdin="\n".join(words) + "\n",
+    )
+    assert status == 0 and out.split("\n")[longest] == ""
+    pred = tmp_path / "pred.mrg"
+    pred.write_text(out)
+    status, said, _ = call(
+        "evaluate", "parsing", "--gold", str(gold), "--pred", str(pred), "--json"
+    )
+    assert status == 0, said
+    report = json.loads(said.splitlines()[-1])
+    assert (report["sentences"], report["errors"], report["not_parsed"]) == (6, 1, 1)
+    assert "1 sentences not parsed (empty lines): error sentences" in said
+    kept = [i for i in range(6) if i != longest]
+    parsed = tmp_path / "parsed.mrg"
+    parsed.write_text("".join(out.split("\n")[i] + "\n" for i in kept))
+    alone = tmp_path / "alone.mrg"
+    alone.write_text("".join(to_line(golds[i]) + "\n" for i in kept))
+    status, said, _ = call("evaluate", "parsing", "--gold", str(alone), "--pred", str(parsed),
+                           "--json")  # fmt: skip
+    assert json.loads(said.splitlines()[-1])["f1"] == pytest.approx(report["f1"])
+    empty = tmp_path / "empty.mrg"
+    empty.write_text("")
+    status, _, err = call("evaluate", "parsing", "--gold", str(empty), "--pred", str(pred))
+    assert (
+        status == 2 and err == f"error: --gold {empty} holds no trees: nothing to score against\n"
+    )
+
+
 def test_evaluate_scores_xx_trees_and_says_so(call, ptb_dir, tmp_path):
     """Vinyals et al.'s output, the gold trees with XX preterminals: F1 100 (punctuation
     decided by the gold tags), and the report says XX and has no tagging accuracy."""

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
+    CommandParser,
     add_beam_option,
     add_max_tokens_option,
     add_stop_option,
@@ -22,7 +23,10 @@ from seqtasks.cli.arguments import (
 
 
 def translation_groups(args: argparse.Namespace) -> list[list[Path]]:
-    """The checkpoints of each model to score: each on its own, or all as one ensemble."""
+    """The checkpoints of each model to score: each on its own, or all as one ensemble (none
+    when a --hyp file is scored)."""
+    if args.checkpoint is None:
+        return []
     return [args.checkpoint] if args.ensemble else [[path] for path in args.checkpoint]
 
 
@@ -47,29 +51,45 @@ def inputs_of(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
     images/ folder (captions.txt, splits, the images), which no output may overwrite."""
     inputs = {"--checkpoint": args.checkpoint}
     if args.task == "translation":
-        return inputs | {"--src": args.src, "--ref": args.ref}
+        return inputs | {"--src": args.src, "--ref": args.ref, "--hyp": args.hyp}
     if args.task == "parsing":
         return inputs | {"--gold": args.gold, "--pred": args.pred}
+    inputs["--pred"] = args.pred
     folders = [args.source, args.source / "images", args.image_dir]
     files = [p for folder in folders if folder and folder.is_dir() for p in folder.iterdir()]
     return inputs | {"--source": [args.source, *files]}
 
 
+DEVICE = "cpu, cuda, cuda:1 … or auto (a GPU when one is visible)"
+JSON = "end with the report as one JSON object, on the last line"
+
+
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     """The arguments of `seqtasks evaluate TASK …`, checked: buckets increase, outputs are safe
     to write; for translation, `groups` holds the checkpoints of each model to score."""
-    parser = argparse.ArgumentParser(prog="seqtasks evaluate", description=description)
+    parser = CommandParser(prog="seqtasks evaluate", description=description)
     tasks = parser.add_subparsers(dest="task", required=True)
     translation = tasks.add_parser("translation", help="sacreBLEU, chrF, BLEU by length")
-    translation.add_argument(
+    scored = translation.add_mutually_exclusive_group(required=True)
+    scored.add_argument(
         "--checkpoint",
-        required=True,
         nargs="+",
         type=model_reference,
-        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
+        help="checkpoints, model folders or hf://ORG/NAME models to translate --src with, each "
+        "scored on its own (or, with --ensemble, as one)",
     )
-    translation.add_argument("--src", required=True, type=text_file)
-    translation.add_argument("--ref", required=True, type=text_file)
+    scored.add_argument(
+        "--hyp",
+        type=text_file,
+        help="translations to score instead, a line each, aligned with --src (what seqtasks "
+        "translate --output, or --output here, wrote)",
+    )
+    translation.add_argument(
+        "--src", required=True, type=text_file, help="the sources, one sentence a line"
+    )
+    translation.add_argument(
+        "--ref", required=True, type=text_file, help="the reference translations, aligned"
+    )
     add_beam_option(translation)
     add_stop_option(translation)
     add_max_tokens_option(translation)
@@ -85,13 +105,18 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     )
     translation.add_argument("--length-plot", type=Path, help="save BLEU by length as a PNG")
     translation.add_argument("--output", type=Path, help="write the translations here")
-    translation.add_argument("--device", type=device_name, default="auto")
-    translation.add_argument("--json", action="store_true")
+    translation.add_argument("--device", type=device_name, default="auto", help=DEVICE)
+    translation.add_argument("--json", action="store_true", help=JSON)
 
     parsing = tasks.add_parser("parsing", help="EVALB bracket scores (COLLINS.prm)")
-    parsing.add_argument("--gold", required=True, type=Path, help="gold trees")
+    parsing.add_argument("--gold", required=True, type=Path, help="gold trees (a treebank file)")
     source = parsing.add_mutually_exclusive_group(required=True)
-    source.add_argument("--pred", type=Path, help="predicted trees, aligned with --gold")
+    source.add_argument(
+        "--pred",
+        type=Path,
+        help="predicted trees to score instead, aligned with --gold: a treebank file, or one "
+        "tree a line with an empty line for a sentence not parsed (as seqtasks parse writes)",
+    )
     source.add_argument(
         "--checkpoint",
         type=model_reference,
@@ -107,27 +132,39 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
         help="upper bounds of the sentence-length buckets, in words",
     )
     parsing.add_argument("--output", type=Path, help="write the checkpoint's trees here")
-    parsing.add_argument("--device", type=device_name, default="auto")
-    parsing.add_argument("--json", action="store_true")
+    parsing.add_argument("--device", type=device_name, default="auto", help=DEVICE)
+    parsing.add_argument("--json", action="store_true", help=JSON)
 
     captioning = tasks.add_parser("captioning", help="BLEU-1…4, CIDEr-D, METEOR; shapes scores")
-    captioning.add_argument(
+    captioned = captioning.add_mutually_exclusive_group(required=True)
+    captioned.add_argument(
         "--checkpoint",
-        required=True,
         type=model_reference,
-        help="a checkpoint, model folder or hf://ORG/NAME",
+        help="a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
+    )
+    captioned.add_argument(
+        "--pred",
+        type=Path,
+        help="captions to score instead: JSON lines {\"image\", \"caption\"} (what seqtasks "
+        "caption --out, or --output here, wrote), matched to the split's images by path or name",
     )
     captioning.add_argument(
-        "--source", required=True, type=Path, help="a captions.txt folder or a Karpathy .json"
+        "--source",
+        required=True,
+        type=Path,
+        help="the captioned images: a folder with captions.txt (data_prep/captions.py's, or the "
+        "shapes world's, e.g. data/shapes), or a Karpathy split .json",
     )
-    captioning.add_argument("--split", default="test")
+    captioning.add_argument("--split", default="test", help="the split to score (default: test)")
     captioning.add_argument("--image-dir", type=Path, help="where the images are, if elsewhere")
     captioning.add_argument(
         "--val-images",
         type=non_negative_int,
         help="split sizes for a source without splits",
     )
-    captioning.add_argument("--test-images", type=non_negative_int)
+    captioning.add_argument(
+        "--test-images", type=non_negative_int, help="the same, for the test split"
+    )
     add_beam_option(captioning)
     add_stop_option(captioning)
     captioning.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
@@ -138,8 +175,8 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
         "--nearest-neighbour", action="store_true", help="also score the nearest-neighbour baseline"
     )
     captioning.add_argument("--output", type=Path, help="write the captions here (JSON lines)")
-    captioning.add_argument("--device", type=device_name, default="auto")
-    captioning.add_argument("--json", action="store_true")
+    captioning.add_argument("--device", type=device_name, default="auto", help=DEVICE)
+    captioning.add_argument("--json", action="store_true", help=JSON)
 
     args = parser.parse_args(argv)
     buckets = getattr(args, "buckets", None)
@@ -149,5 +186,15 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
         )
     if args.task == "translation":
         args.groups = translation_groups(args)
+        if args.hyp and (args.output or args.ensemble or args.length_plot):
+            tasks.choices[args.task].error(
+                "argument --hyp: scores a file of translations; --output, --ensemble and "
+                "--length-plot are for --checkpoint"
+            )
+    if args.task == "captioning" and args.pred and (args.output or args.nearest_neighbour):
+        tasks.choices[args.task].error(
+            "argument --pred: scores a file of captions; --output and --nearest-neighbour are "
+            "for --checkpoint"
+        )
     check_outputs(tasks.choices[args.task], outputs_of(args), inputs_of(args))
     return args

@@ -1,10 +1,12 @@
 """A captioning model on a split: corpus BLEU-1…4 and CIDEr-D on the coco-caption conventions
 (×100, `seqtasks.metrics.captioning`), METEOR when it can be computed, on the shapes world exact
 match, truthfulness and the attention hit rate (`seqtasks.metrics.shapes`), and a
-nearest-neighbour baseline to compare with."""
+nearest-neighbour baseline to compare with; or a file of captions, scored the same way."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -14,6 +16,7 @@ import torch
 from torch import Tensor
 
 from seqtasks.data.captions import CaptionedImage, load_images
+from seqtasks.data.words import words
 from seqtasks.metrics.captioning import score_captions
 from seqtasks.metrics.shapes import judge, summarise
 
@@ -83,6 +86,77 @@ def nearest_neighbour(
     _, test_features = pooled(test)
     nearest = (test_features @ train_features.T).argmax(dim=1).tolist()
     return [candidates[j].captions[0] for j in nearest]
+
+
+def read_predicted_captions(
+    path: Path, split: Sequence[CaptionedImage], split_name: str
+) -> tuple[list[CaptionedImage], list[Caption], dict[Path, str]]:
+    """The captions `path` holds for the images of `split`, as `caption_images` returns a
+    model's: JSON lines {"image", "caption"}, or {"image", "error"} for an image that could not be
+    read, as `seqtasks caption` and `seqtasks evaluate captioning --output` write them. A record
+    names its image by path, or by file name where that is one image of the split (a copy of the
+    images elsewhere); records of images outside the split are passed over, so that the
+    captions of a whole folder can be scored split by split.
+
+    Raises:
+        ValueError: naming the file and line, for a line that is not such a record and for two
+            records of one image; naming an image, for an image of the split without a record.
+    """
+    from seqtasks.api import Caption  # the API imports Lightning: only once a file is scored
+
+    by_path = {image.path.resolve(): image for image in split}
+    by_name: dict[str, list[CaptionedImage]] = {}
+    for image in split:
+        by_name.setdefault(image.name, []).append(image)
+    said: dict[Path, Caption] = {}
+    unreadable: dict[Path, str] = {}
+    where: dict[Path, int] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not a JSON record ({error.msg})") from None
+        fields = {"caption", "error"} & set(record) if isinstance(record, dict) else set()
+        if (
+            len(fields) != 1
+            or not isinstance(record.get("image"), str)
+            or not isinstance(record[fields.pop()], str)
+        ):
+            raise ValueError(
+                f'{path}:{number}: not a caption record: give {{"image": PATH, "caption": TEXT}}'
+                ' (or "error" for an image that could not be read), as seqtasks caption writes'
+            )
+        named = Path(record["image"])
+        image = by_path.get(named.resolve())
+        if image is None and len(by_name.get(named.name, [])) == 1:
+            image = by_name[named.name][0]
+        if image is None:
+            continue
+        if image.path in where:
+            raise ValueError(
+                f"{path}:{number}: a second record of {image.path} (the first is on line "
+                f"{where[image.path]})"
+            )
+        where[image.path] = number
+        if "error" in record:
+            unreadable[image.path] = record["error"]
+        else:
+            text = record["caption"]
+            score = record.get("score")
+            score = float(score) if isinstance(score, (int, float)) else math.nan
+            said[image.path] = Caption(text, words(text), score)
+    missing = [image.path for image in split if image.path not in where]
+    if missing:
+        raise ValueError(
+            f"{path} has no caption for {len(missing)} of the {len(split)} images of the "
+            f"{split_name} split (the first: {missing[0]}): caption every image of the split "
+            "(seqtasks caption FOLDER --checkpoint CKPT --out FILE)"
+        )
+    kept = [image for image in split if image.path in said]
+    return kept, [said[image.path] for image in kept], unreadable
 
 
 def captioning_report(

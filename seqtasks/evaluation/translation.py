@@ -50,7 +50,12 @@ def translation_report(
 
 def translation_lines(report: dict[str, Any]) -> list[str]:
     """The report as printed."""
-    lines = [f"== {report['checkpoint']} (beam {report['beam']}, {report['sentences']} sentences)"]
+    if "hyp_file" in report:
+        lines = [f"== {report['hyp_file']} (translations, {report['sentences']} sentences)"]
+    else:
+        lines = [
+            f"== {report['checkpoint']} (beam {report['beam']}, {report['sentences']} sentences)"
+        ]
     if "output" in report:
         lines.append(f"translations written to {report['output']}")
     lines += [

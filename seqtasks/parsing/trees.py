@@ -119,6 +119,43 @@ def read_treebank(path: str | Path) -> list[Tree]:
     return decode_trees(path.read_bytes(), str(path))
 
 
+def read_predicted(path: str | Path, count: int, gold: str) -> list[Tree | None]:
+    """The trees a parser wrote for the `count` sentences of the file `gold`, in order: a
+    treebank file of `count` trees, or a file of one tree a line in which an empty line is a
+    sentence that was not parsed (None), as `seqtasks parse` writes it.
+
+    Raises:
+        FileNotFoundError: naming the path.
+        TreebankError: for a tree that cannot be read, or a file of another number of trees
+            (or lines), naming the file and both counts.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such treebank file: {path}")
+    raw = path.read_bytes()
+    trees = decode_trees(raw, str(path))
+    lines = raw.decode("utf-8").splitlines()  # decoded above already: it is UTF-8
+    if any(not line.strip() for line in lines) and len(trees) == sum(map(_one_tree, lines)):
+        if len(lines) != count:
+            raise TreebankError(
+                f"{gold} has {count} trees but {path} has {len(lines)} lines (a tree or an "
+                "empty line each)"
+            )
+        found = iter(trees)
+        return [next(found) if line.strip() else None for line in lines]
+    if len(trees) != count:
+        raise TreebankError(f"{gold} has {count} trees but {path} has {len(trees)}")
+    return list(trees)
+
+
+def _one_tree(line: str) -> bool:
+    """Whether `line` holds exactly one whole tree."""
+    try:
+        return len(read_trees(line)) == 1
+    except TreebankError:
+        return False
+
+
 def strip_function_tags(label: str) -> str:
     """`NP-SBJ-1` -> `NP`, `NP=2` -> `NP`; labels that begin with '-' (`-LRB-`, `-NONE-`) stay."""
     if label.startswith("-"):

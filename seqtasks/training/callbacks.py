@@ -86,6 +86,16 @@ class FitSummary(L.Callback):
             score, monitor = checkpoint.best_model_score, checkpoint.monitor
             shown = "n/a" if score is None else format_score(monitor or "", float(score))
             lines.append(f"best {monitor} {shown}: {checkpoint.best_model_path}")
+        settings = getattr(pl_module, "val_settings", None)
+        if settings is not None:  # what the validation scores were searched with
+            search = "greedy search" if settings.greedy else f"beam {settings.beam}"
+            test = getattr(pl_module, "test_settings", settings)
+            lines.append(
+                f"validation searched with {search} (val_beam); testing, the commands and "
+                f"the server search with beam {test.beam} (test_beam), so their scores differ"
+                if test.beam != settings.beam
+                else f"validation searched with {search}, as testing does"
+            )
         for name, value in sorted(trainer.callback_metrics.items()):
             if name.startswith("val/"):
                 lines.append(f"last {name} {format_score(name, value)}")
