@@ -15,6 +15,9 @@
    sentences/s is lines / wall time, latency is per request (mean, p50, p95). Every answer is
    compared with the offline translation of its lines.
 
+Requests carry the key of LIT_SERVER_API_KEY (X-API-Key) when it is set, as the server it
+starts (or the --url one) then needs.
+
 With --json the last stdout line is one JSON object.
 """
 
@@ -83,9 +86,12 @@ def connect(url: str) -> http.client.HTTPConnection:
 
 
 def request(connection: http.client.HTTPConnection, method: str, path: str, body=None):
-    """(status, body bytes) of one request on a keep-alive connection."""
+    """(status, body bytes) of one request on a keep-alive connection; with the server's key
+    when LIT_SERVER_API_KEY is set (a server started with it needs it)."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
+    if os.environ.get("LIT_SERVER_API_KEY"):
+        headers["X-API-Key"] = os.environ["LIT_SERVER_API_KEY"]
     connection.request(method, path, data, headers)
     response = connection.getresponse()
     return response.status, response.read()

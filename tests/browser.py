@@ -108,27 +108,31 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--image", type=Path, help="the image to caption")
     p.add_argument("--parse", default="The old man saw a dog in the park .")
     p.add_argument("--piece", type=int, default=2, help="the piece (and caption word) to light")
+    p.add_argument("--key", help="the server's API key, when it was started with one")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1000, "height": 800})
         page.goto(args.url.rstrip("/") + "/")
-        if page.locator("#translation").count():
+        if args.key:
+            page.fill("#api-key", args.key)
+        page.wait_for_selector("section:not([hidden])")  # once /models has answered
+        if page.locator("#translation:not([hidden])").count():
             page.fill("#tr-text", args.sentence)
             page.click("#tr-form button")
             page.wait_for_selector("#tr-result:not([hidden])")
             page.mouse.move(0, 0)  # a pointer left over the table would light another piece
-            page.focus(f"#tr-heatmap tbody tr:nth-child({args.piece + 1}) th")
+            page.focus(f"#tr-heatmap .tgt[data-row='{args.piece}']")
             page.locator("#translation").screenshot(path=str(args.out / "serve_translation.png"))
-        if page.locator("#captioning").count() and args.image:
+        if page.locator("#captioning:not([hidden])").count() and args.image:
             page.set_input_files("#cap-file", str(args.image))
             page.click("#cap-form button")
             page.wait_for_selector("#cap-result:not([hidden])")
             page.mouse.move(0, 0)
             page.focus(f"#cap-words button:nth-child({args.piece + 1})")
             page.locator("#captioning").screenshot(path=str(args.out / "serve_captioning.png"))
-        if page.locator("#parsing").count():
+        if page.locator("#parsing:not([hidden])").count():
             page.fill("#parse-text", args.parse)
             page.click("#parse-form button")
             page.wait_for_selector("#parse-result:not([hidden])")

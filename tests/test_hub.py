@@ -82,8 +82,10 @@ def test_commands_and_serve_take_a_hub_name(model, hub, run_command, tmp_path):
     got = run_command("translate", "--checkpoint", "hf://org/de-en", "--beam", "2", stdin=text)
     assert got == expected and expected[0] == 0
     groups = group_by_task(["hf://org/de-en"])
-    (path,) = groups["translation"]
+    (path,) = groups["translation"].paths
     assert Path(path).parent.parent.name == "models--org--de-en"  # the cached copy
+    (name,) = groups["translation"].names  # as the page and /models name it
+    assert name.startswith("hf://org/de-en@"), name
     assert run_command("export", "hf://org/de-en", "--to", "folder", str(tmp_path / "o"))[0] == 0
     copied = {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir() if p.name != "README.md"}
     assert copied == {p.name: p.read_bytes() for p in model[1].iterdir() if p.name != "README.md"}

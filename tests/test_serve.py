@@ -41,6 +41,8 @@ from seqtasks.serving.server import ServerSettings, build_server
 from seqtasks.serving.uploads import UploadError, read_upload
 
 LIMITS = ["--max-sentences", "8", "--max-chars", "200", "--max-length", "30"]
+LIMITS += ["--max-attention", "5000"]
+KEY = "s3cret-k3y"  # the module's server is started with it, as LIT_SERVER_API_KEY
 SENTENCES = [
     "Ein Hund rennt durch den Schnee.",
     "Zwei Männer spielen Fußball.",
@@ -249,11 +251,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def call(url: str, body: object = None, content_type: str | None = "application/json"):
+def call(
+    url: str,
+    body: object = None,
+    content_type: str | None = "application/json",
+    key: str | None = None,
+):
     """(status, answer) of a POST of `body` (bytes as they are, else as JSON), or of a GET when
-    `body` is None; the answer parsed from JSON when it is JSON, else as text."""
+    `body` is None, with `key` as X-API-Key if given; the answer parsed from JSON when it is
+    JSON, else as text."""
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     headers = {"Content-Type": content_type} if content_type and data is not None else {}
+    if key is not None:
+        headers["X-API-Key"] = key
     request = urllib.request.Request(url, data=data, headers=headers)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -268,11 +278,14 @@ def call(url: str, body: object = None, content_type: str | None = "application/
 
 
 class Server:
-    """`python -m seqtasks.serving ARGS` on a free port, its output in `log`."""
+    """`python -m seqtasks.serving ARGS` on a free port, its output in `log`; with `key`, started
+    with it as LIT_SERVER_API_KEY, and asked with it (`get`, `post`)."""
 
-    def __init__(self, args: list[str], folder: Path):
+    def __init__(self, args: list[str], folder: Path, key: str | None = None):
         self.url = f"http://127.0.0.1:{free_port()}"
+        self.key = key
         self.log = folder / "server.log"
+        env = subprocess_env() | ({"LIT_SERVER_API_KEY": key} if key is not None else {})
         with open(self.log, "wb") as log:
             command = [sys.executable, "-m", "seqtasks.serving", *args, "--log-level", "warning"]
             self.process = subprocess.Popen(
@@ -280,7 +293,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=folder,
-                env=subprocess_env(),
+                env=env,
                 start_new_session=True,  # a process group of its own, to check it ends whole
             )
 
@@ -289,7 +302,7 @@ class Server:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"the server ended: {self.output()}"
             try:
-                if call(self.url + "/health")[0] == 200:
+                if self.get("/health")[0] == 200:
                     return
             except (urllib.error.URLError, ConnectionError):
                 pass
@@ -297,7 +310,10 @@ class Server:
         pytest.fail(f"no healthy server after {timeout} s: {self.output()}")
 
     def post(self, path: str, body: object, content_type: str | None = "application/json"):
-        return call(self.url + path, body, content_type)
+        return call(self.url + path, body, content_type, self.key)
+
+    def get(self, path: str):
+        return call(self.url + path, key=self.key)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
@@ -332,7 +348,7 @@ def server(checkpoints, tmp_path_factory):
     translation = str(checkpoints["translation"])
     models = [translation, *(str(folders / task) for task in checkpoints if task != "images")]
     limits = [*LIMITS, "--batch-timeout", "0.05", "--max-payload-mb", "1"]
-    started = Server([*models, *limits], tmp_path_factory.mktemp("server"))
+    started = Server([*models, *limits], tmp_path_factory.mktemp("server"), KEY)
     try:
         started.wait_until_healthy()
         yield started
@@ -359,8 +375,8 @@ def assert_same(answer: list[dict], reference: list[dict]) -> None:
 
 @pytest.mark.slow
 def test_health_and_info_cover_every_endpoint(server):
-    assert call(server.url + "/health") == (200, "ok")
-    status, info = call(server.url + "/info")
+    assert server.get("/health") == (200, "ok")
+    status, info = server.get("/info")
     assert status == 200 and sorted(info["model"]) == ["captioning", "parsing", "translation"]
 
 
@@ -737,7 +753,7 @@ def test_fuzzed_requests_never_get_a_5xx_nor_fail_good_ones(server, good_request
             assert status < 500, f"{why}: {status} {answer}"
             assert isinstance(answer, dict), f"{why}: {answer}"  # a 4xx with a detail, or a 200
             assert status == 200 or answer.get("detail"), f"{why}: {answer}"
-    assert server.process.poll() is None and call(server.url + "/health") == (200, "ok")
+    assert server.process.poll() is None and server.get("/health") == (200, "ok")
 
 
 @pytest.mark.slow
@@ -768,10 +784,13 @@ def test_a_worker_that_cannot_set_up_ends_the_server_with_its_reason(checkpoints
 
 
 @pytest.mark.slow
-def test_bench_serve_measures_every_client_count_and_matches_offline(server, checkpoints, tmp_path):
+def test_bench_serve_measures_every_client_count_and_matches_offline(
+    server, checkpoints, tmp_path, monkeypatch
+):
     source = tmp_path / "source.de"
     source.write_text("\n".join(SENTENCES * 2) + "\n", encoding="utf-8")
     bench = load_script("bench/serve.py")
+    monkeypatch.setenv("LIT_SERVER_API_KEY", KEY)  # the client sends it
     result = bench.main(
         ["--checkpoint", str(checkpoints["translation"]), "--source", str(source)]
         + ["--clients", "1", "4", "--beam", "2", "--url", server.url]
@@ -802,22 +821,20 @@ class Controls(HTMLParser):
         self.addresses += [v for k, v in attrs if k in ("src", "href", "action") and v]
 
 
-def test_the_page_holds_the_tasks_served_labels_every_control_and_needs_no_internet():
-    for tasks in (
-        ["translation"],
-        ["captioning", "parsing"],
-        ["captioning", "parsing", "translation"],
-    ):
-        html = render(tasks)
-        page = Controls()
-        page.feed(html)
-        for task in ("translation", "captioning", "parsing"):
-            assert (f'<section id="{task}"' in html) == (task in tasks)
-        assert page.controls and set(page.controls) <= page.labelled, page.controls
-        assert page.addresses == []
-        named = html.replace('"http://www.w3.org/2000/svg"', "")  # SVG's namespace: a name
-        assert not re.search(r"https?://|url\(|@import|//[a-z0-9.-]+\.[a-z]{2,}/", named)
-        assert "</script>" not in html.split("<script>", 1)[1].rsplit("</script>", 1)[0]
+def test_the_page_says_nothing_of_the_models_labels_every_control_and_needs_no_internet():
+    """The page is the same whatever is served (its script asks /models, behind the key): every
+    task's section, hidden; every control labelled; no address but its own icon, inline."""
+    html = render()
+    page = Controls()
+    page.feed(html)
+    for task in ("translation", "captioning", "parsing"):
+        assert f'<section id="{task}" aria-labelledby=' in html
+        assert re.search(f'<section id="{task}"[^>]* hidden>', html)
+    assert page.controls and set(page.controls) <= page.labelled, page.controls
+    assert [a[:26] for a in page.addresses] == ["data:image/svg+xml,<svg xm"]  # the icon
+    named = html.replace("http://www.w3.org/2000/svg", "")  # SVG's namespace: a name
+    assert not re.search(r"https?://|url\(|@import|//[a-z0-9.-]+\.[a-z]{2,}/", named)
+    assert "</script>" not in html.split("<script>", 1)[1].rsplit("</script>", 1)[0]
 
 
 def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
@@ -859,11 +876,21 @@ def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
 
 
 @pytest.mark.slow
-def test_the_server_serves_the_page_of_its_tasks(server):
+def test_the_server_serves_the_page_and_says_what_each_model_is(server, checkpoints):
+    """GET / and its icon without the key; GET /models, with it, names each task's models and
+    gives an example input of their training data and their own search settings."""
     status, html = call(server.url + "/")
-    assert status == 200 and html.startswith("<!doctype html>")
-    for task in ("translation", "captioning", "parsing"):
-        assert f'<section id="{task}"' in html
+    assert status == 200 and html == render()
+    assert call(server.url + "/favicon.ico")[0] == 200
+    status, models = server.get("/models")
+    assert status == 200 and sorted(models) == ["captioning", "parsing", "translation"]
+    translation = models["translation"]
+    assert translation["models"][0] == str(checkpoints["translation"])
+    assert translation["search"]["beam"] == 2 and translation["search"]["n_best"] == 1
+    recorded = torch.load(checkpoints["translation"], weights_only=True)["seqtasks_identity"]
+    assert translation["example"] == recorded["data"]["example"] and translation["example"]
+    assert models["parsing"]["example"] and models["captioning"]["example"] is None
+    assert translation["attention"] and translation["limits"]["max_attention"] == 5000
 
 
 @pytest.mark.slow
@@ -953,6 +980,11 @@ def page(browser, server, request):
     opened.on("request", lambda r: addresses.append(r.url))
     opened.on("pageerror", lambda error: errors.append(str(error)))
     opened.goto(server.url + "/")
+    # The server needs its key: the page asks for it before it shows any model.
+    opened.wait_for_selector("#status:has-text('needs its API key')")
+    assert opened.locator("section:not([hidden])").count() == 0
+    opened.fill("#api-key", KEY)
+    opened.wait_for_selector("#translation:not([hidden])")
     yield opened
     screenshot(opened, request.node.name)
     nameless = unnamed(opened)  # in the state the test left: results and errors shown
@@ -965,27 +997,41 @@ def page(browser, server, request):
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_the_page_translates_and_draws_the_attention(page, server):
-    sentence = SENTENCES[1]
-    page.fill("#tr-text", sentence)
-    page.fill("#tr-beam", "2")
-    page.fill("#tr-nbest", "2")
-    page.click("summary")
-    page.fill("#api-key", "k3y")  # a server without LIT_SERVER_API_KEY takes it and ignores it
+def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
+    """The page starts from what /models says (the model's name, an example sentence of its
+    data, its beam as the placeholder, nothing of its own sent), and draws the answer."""
+    models = server.get("/models")[1]["translation"]
+    assert page.text_content("#tr-models") == " + ".join(models["models"]) + " (an ensemble)"
+    assert page.input_value("#tr-text") == models["example"]
+    assert page.get_attribute("#tr-beam", "placeholder") == "model's: 2"
     with page.expect_request("**/translate") as sent:
         page.click("#tr-form button")
-    assert sent.value.headers["x-api-key"] == "k3y"
+    assert sent.value.headers["x-api-key"] == KEY
+    assert json.loads(sent.value.post_data) == {
+        "sentences": [models["example"]],
+        "attention": True,
+    }  # the model's own search settings, not the page's
     page.wait_for_selector("#tr-result:not([hidden])")
+    page.fill("#tr-text", SENTENCES[1])
+    page.fill("#tr-beam", "2")
+    page.fill("#tr-nbest", "2")
+    page.click("#tr-form button")
+    page.wait_for_selector(f"#tr-output:not(:text-is('{page.text_content('#tr-output')}'))")
     status, answer = server.post(
-        "/translate", {"sentences": [sentence], "beam": 2, "n_best": 2, "attention": True}
+        "/translate", {"sentences": [SENTENCES[1]], "beam": 2, "n_best": 2, "attention": True}
     )
     (want,) = answer["translations"]
     assert page.text_content("#tr-output") == want["text"]
     assert page.locator("#tr-nbest-list li").count() == 1
-    assert page.locator("#tr-heatmap tbody tr").count() == len(want["pieces"])
-    assert page.locator("#tr-heatmap tbody tr:first-child td").count() == len(want["source_pieces"])
-    page.focus("#tr-heatmap th.tgt")  # by keyboard: the first target piece lights its sources
-    assert page.locator("#tr-heatmap th.src.lit").count() == len(want["source_pieces"])
+    assert page.get_attribute("#tr-nbest-list", "start") == "2"  # the second hypothesis is 2
+    pieces = page.locator("#tr-heatmap .tgt").all_text_contents()
+    assert pieces == [p.replace("\u2581", "\u2423") for p in want["pieces"]]  # ▁ shown as ␣
+    assert page.locator("#tr-heatmap .src").count() == len(want["source_pieces"])
+    canvas = "document.querySelector('#tr-heatmap canvas')"
+    size = page.evaluate(f"[{canvas}.width, {canvas}.height]")
+    assert size == [16 * len(want["source_pieces"]), 16 * len(want["pieces"])]
+    page.focus("#tr-heatmap .tgt")  # by keyboard: the first target piece lights its sources
+    assert page.locator("#tr-heatmap .src.lit").count() == len(want["source_pieces"])
 
 
 @pytest.mark.slow
@@ -1014,12 +1060,15 @@ def test_the_page_shows_the_servers_message_for_a_bad_upload(page):
 @pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_draws_the_parse_as_a_tree(page):
-    page.fill("#parse-text", "The dog barked loudly .")
+    """The tree the server answered, its words as it read them: a word holding U+FEFF (which
+    JavaScript counts as a space) is one leaf."""
+    words = ["The", "dog\ufeffs", "barked", "loudly", "."]
+    page.fill("#parse-text", " ".join(words))
     page.fill("#parse-beam", "3")
     page.click("#parse-form button")
     page.wait_for_selector("#parse-result:not([hidden])")
     leaves = page.locator("#parse-tree text.leaf").all_text_contents()
-    assert leaves == ["The", "dog", "barked", "loudly", "."]
+    assert leaves == words
     assert page.text_content("#parse-brackets").startswith("(TOP")
 
 
@@ -1036,20 +1085,18 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     tab_to(page, "#tr-form button")
     page.keyboard.press("Enter")
     page.wait_for_selector("#tr-result:not([hidden])")
-    status, answer = server.post("/translate", {"sentences": [sentence], "attention": True,
-                                                "beam": 5, "n_best": 3})  # fmt: skip
+    status, answer = server.post("/translate", {"sentences": [sentence], "attention": True})
     (want,) = answer["translations"]
     assert page.text_content("#tr-output") == want["text"]
-    tab_to(page, "#tr-heatmap th.src")  # the first source piece: the target pieces light up
-    assert page.locator("#tr-heatmap th.src.on").count() == 1
-    assert page.locator("#tr-heatmap th.tgt.lit").count() == len(want["pieces"])
+    tab_to(page, "#tr-heatmap .src")  # the first source piece: the target pieces light up
+    assert page.locator("#tr-heatmap .src.on").count() == 1
+    assert page.locator("#tr-heatmap .tgt.lit").count() == len(want["pieces"])
+    assert veiled(page) == (len(want["pieces"]) * (len(want["source_pieces"]) - 1))
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")
-    tab_to(page, "#tr-heatmap th.tgt")  # the first target piece: its source pieces light up
-    assert page.locator("#tr-heatmap th.src.lit").count() == len(want["source_pieces"])
-    assert page.locator("#tr-heatmap td.dim").count() == (len(want["pieces"]) - 1) * len(
-        want["source_pieces"]
-    )
+    tab_to(page, "#tr-heatmap .tgt")  # the first target piece: its source pieces light up
+    assert page.locator("#tr-heatmap .src.lit").count() == len(want["source_pieces"])
+    assert veiled(page) == (len(want["pieces"]) - 1) * len(want["source_pieces"])
     with page.expect_file_chooser() as chooser:
         tab_to(page, "#cap-drop")
         page.keyboard.press("Enter")
@@ -1057,8 +1104,7 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     tab_to(page, "#cap-form button")
     page.keyboard.press("Enter")
     page.wait_for_selector("#cap-result:not([hidden])")
-    status, caption = server.post("/caption", form({"attention": "true", "beam": "3"}, image),
-                                  MULTIPART)  # fmt: skip
+    status, caption = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
     assert page.text_content("#cap-output") == caption["caption"]
     if len(caption["words"]) > 1:
         tab_to(page, "#cap-words button:nth-child(2)")
@@ -1083,7 +1129,178 @@ def test_the_page_captions_an_image_dropped_on_it(page, server, checkpoints):
     assert page.text_content("#cap-drop") == "Chosen: dropped.png"
     page.click("#cap-form button")
     page.wait_for_selector("#cap-result:not([hidden])")
-    fields = {"beam": "3", "attention": "true"}
-    status, answer = server.post("/caption", form(fields, path.read_bytes()), MULTIPART)
+    status, answer = server.post("/caption", form({"attention": "true"}, path.read_bytes()),
+                                 MULTIPART)  # fmt: skip
     assert page.text_content("#cap-output") == answer["caption"]
     assert page.locator("#cap-strip figure.cap-overlay").count() == len(answer["words"])
+
+
+def veiled(page) -> int:
+    """How many cells of the heat map the veils cover (their centres), as the page shows it."""
+    return page.evaluate(
+        """() => {
+        const map = document.querySelector('#tr-heatmap'), canvas = map.querySelector('canvas');
+        const veils = [...map.querySelectorAll('.veil:not([hidden])')]
+          .map((v) => v.getBoundingClientRect());
+        const box = canvas.getBoundingClientRect();
+        let covered = 0;
+        for (let y = box.top + 8; y < box.bottom; y += 16)
+          for (let x = box.left + 8; x < box.right; x += 16)
+            covered += veils.some((v) => x > v.left && x < v.right && y > v.top && y < v.bottom);
+        return covered;
+    }"""
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_largest_heat_map_an_answer_may_hold_is_quick_to_hover(page):
+    """371 target × 241 source pieces (more than --max-length 250 lets a sentence have): the
+    map is drawn once; lighting a row or a column then takes under 100 ms, style, layout and
+    two frames included (it took 12-24 s when every cell was restyled)."""
+    page.evaluate(
+        """([rows, cols]) => {
+        const w = Array.from({length: rows},
+          (_, i) => Array.from({length: cols}, (_, j) => ((i * 7 + j * 13) % 100) / 100 / cols));
+        $('tr-result').hidden = false;
+        heatmap($('tr-heatmap'), w.map((_, i) => '\u2581p' + i), w[0].map((_, j) => 's' + j), w);
+        }""",
+        [371, 241],
+    )
+    frames = """(selector) => new Promise((done) => {
+        const t0 = performance.now();
+        document.querySelector(selector).dispatchEvent(new MouseEvent('mouseenter'));
+        requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
+    })"""
+    page.evaluate(frames, "#tr-heatmap .tgt")  # the first frame rasterises the new map
+    times = [
+        page.evaluate(frames, f"#tr-heatmap .{axis}[data-{kind}='{n}']")
+        for axis, kind, n in [("tgt", "row", 200), ("src", "col", 120), ("tgt", "row", 370)] * 2
+    ]
+    assert sorted(times)[len(times) // 2] < 100, times
+    assert page.locator("#tr-heatmap .src.lit").count() == 241
+
+
+# ---- the key, and the size of an attention answer ---------------------------------------------
+@pytest.mark.slow
+def test_the_key_guards_every_route_but_the_page(server):
+    """Without X-API-Key, or with another key: 401 for every route but / and its icon, before a
+    body is read (a body that is no JSON too) or anything is said of the models; with the key,
+    FastAPI's generated pages, which load scripts from a CDN, are not there."""
+    asked = [
+        ("/translate", {"sentences": ["Ein Hund."]}),
+        ("/translate", b"{not json"),
+        ("/parse", {"sentences": ["a"]}),
+        ("/caption", b"\x89PNG"),
+        ("/models", None),
+        ("/health", None),
+        ("/info", None),
+        ("/openapi.json", None),
+        ("/docs", None),
+        ("/redoc", None),
+        ("/no-such-route", None),
+    ]
+    for path, body in asked:
+        for key in (None, "wrong", KEY[:-1], KEY + " "):
+            status, answer = call(server.url + path, body, key=key)
+            assert status == 401, (path, key, answer)
+            assert "API key" in answer["detail"] or "X-API-Key" in answer["detail"]
+    assert call(server.url + "/")[0] == 200 and call(server.url + "/favicon.ico")[0] == 200
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert server.get(path)[0] == 404
+
+
+def test_an_empty_key_refuses_to_start_unless_an_open_server_is_asked_for(
+    tmp_path, capsys, monkeypatch
+):
+    missing = str(tmp_path / "missing.ckpt")
+    for empty in ("", "  "):
+        monkeypatch.setenv("LIT_SERVER_API_KEY", empty)
+        assert main([missing]) == 2
+        assert capsys.readouterr().err == (
+            "error: LIT_SERVER_API_KEY is set but empty, which would serve without a key: set "
+            "it to the key, unset it, or pass --open to serve without one\n"
+        )
+        assert main([missing, "--open"]) == 2  # past the key: the checkpoint is what is wrong
+        assert capsys.readouterr().err.startswith("error: no such checkpoint")
+    monkeypatch.setenv("LIT_SERVER_API_KEY", "k")
+    assert main([missing, "--open"]) == 2
+    assert "--open serves without a key, but LIT_SERVER_API_KEY sets one" in (
+        capsys.readouterr().err
+    )
+
+
+def test_the_key_is_compared_in_constant_time_before_the_body_is_read(monkeypatch):
+    """`KeyCheck` compares with `hmac.compare_digest`, and a request it refuses never reaches
+    the app nor reads its body."""
+    import hmac
+
+    from seqtasks.serving import access
+
+    compared, reached, read = [], [], []
+    constant_time = hmac.compare_digest
+
+    def compare(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return constant_time(a, b)
+
+    monkeypatch.setattr(access.hmac, "compare_digest", compare)
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    async def receive():
+        read.append(1)
+        return {"type": "http.request", "body": b"{}"}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    def run(scope: dict) -> None:  # in a thread: Playwright may hold this thread's loop
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(
+                asyncio.run, access.KeyCheck(app, "s3cret")(scope, receive, send)
+            ).result()
+
+    scope = {"type": "http", "method": "POST", "path": "/translate"}
+    run({**scope, "headers": [(b"x-api-key", b"guess")]})
+    assert sent[0]["status"] == 401 and reached == [] and read == []
+    assert compared == [(b"guess", b"s3cret")]
+    run({**scope, "headers": [(b"x-api-key", b"s3cret")]})
+    run({"type": "http", "method": "GET", "path": "/", "headers": []})
+    assert reached == ["/translate", "/"]
+
+
+@pytest.mark.slow
+def test_an_attention_answer_over_the_servers_limit_is_refused_before_any_search(
+    server, translator
+):
+    """The limit (--max-attention, 5000 here) bounds the weights an answer could carry, worked
+    out here from each sentence's subwords and the model's length limit."""
+    settings, tokenizer = translator.search_settings(), translator.task.src_tokenizer
+    words, sentence = " ".join(SENTENCES).split(), []
+    while len(tokenizer.encode(" ".join(sentence))) < 20:  # 20-30 subwords: under --max-length
+        sentence.append(words[len(sentence) % len(words)])
+    size = len(tokenizer.encode(" ".join(sentence)))
+    assert 20 <= size <= 30
+    over = [" ".join(sentence)] * 8
+    sizes = [size] * 8
+
+    def weights(lengths):
+        return sum(
+            (n + 1) * (int(settings.max_length_ratio * (n + 1)) + settings.max_length_offset + 1)
+            for n in lengths
+        )
+
+    assert weights(sizes) > 5000 >= weights(sizes[:1])
+    status, answer = server.post("/translate", {"sentences": over, "attention": True})
+    assert status == 413, answer
+    assert answer["detail"] == (
+        f"with attention, these {len(over)} sentences could answer up to {weights(sizes):,} "
+        "weights (source × output pieces); this server answers at most 5,000 a request: send "
+        "fewer or shorter sentences, or ask without attention"
+    )
+    assert server.post("/translate", {"sentences": over})[0] == 200
+    assert server.post("/translate", {"sentences": over[:1], "attention": True})[0] == 200

@@ -6,7 +6,7 @@ and renamed into place (`seqtasks.export.staging`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import seqtasks
@@ -14,9 +14,8 @@ from seqtasks.export.staging import prepare_output, require_space, staged_direct
 from seqtasks.model_files.card import model_card
 from seqtasks.model_files.folder import folder_files
 from seqtasks.model_files.hub import is_hub_name
+from seqtasks.model_files.provenance import search_record
 from seqtasks.model_files.sources import Reference, open_model
-
-SEARCH_FIELDS = ("beam", "length_alpha", "stop", "max_length_ratio", "max_length_offset")
 
 
 def export_folder(model: Reference, out: str | Path, force: bool = False) -> Path:
@@ -32,9 +31,8 @@ def export_folder(model: Reference, out: str | Path, force: bool = False) -> Pat
     folder = prepare_output(Path(out), local, force)  # before a large checkpoint's minutes
     source = open_model(model)
     task = source.build("cpu")
-    settings = asdict(task.test_settings)
-    search = {key: settings[key] for key in SEARCH_FIELDS}
-    identity = replace(source.identity, version=seqtasks.__version__)
+    search = search_record(task.test_settings)
+    identity = replace(source.identity, version=seqtasks.__version__, search=search)
     files = folder_files(
         source.resolved,
         identity,

@@ -148,9 +148,11 @@ class Identity:
         version: the seqtasks that wrote the file; None for a checkpoint written before the
             record existed.
         format: the file format (`FORMAT` when this seqtasks wrote it).
-        data: the training data, as `describe_data` says it; None if not known.
+        data: the training data, as `provenance.describe_data` says it; None if not known.
         scores: the validation scores of the fit when the file was written ("val/bleu" …),
             with "step" and "split"; None if not known (or averaged).
+        search: the default search settings (the task's `test_settings`: beam, length_alpha,
+            stop, max_length_ratio, max_length_offset); None if not recorded.
     """
 
     task: str
@@ -159,6 +161,7 @@ class Identity:
     format: int = FORMAT
     data: dict[str, Any] | None = None
     scores: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         """As a checkpoint or config.json keeps it: plain values only."""
@@ -169,6 +172,7 @@ class Identity:
             "fingerprints": {key: asdict(f) for key, f in self.fingerprints.items()},
             "data": self.data,
             "scores": self.scores,
+            "search": self.search,
         }
 
     @property
@@ -208,6 +212,7 @@ def from_record(record: Any, where: str) -> Identity:
             format=record["format"],
             data=record.get("data"),
             scores=record.get("scores"),
+            search=record.get("search"),
         )
     except (KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{where}: its identity record is damaged ({error})") from None
@@ -244,40 +249,3 @@ def identity_of(checkpoint: Mapping[str, Any], where: str) -> Identity:
             "was altered after it was written"
         )
     return identity
-
-
-def describe_data(datamodule: Any) -> dict[str, Any] | None:
-    """The training data as a record keeps it: the data module's class, the data's name (its
-    folder's), the languages of a translation corpus, and the splits; None without one."""
-    if datamodule is None:
-        return None
-    folder = getattr(datamodule, "data_dir", None) or getattr(datamodule, "source", None)
-    languages = [getattr(datamodule, side, None) for side in ("src_lang", "tgt_lang")]
-    splits = getattr(datamodule, "splits", {})
-    return {
-        "class_path": f"{type(datamodule).__module__}.{type(datamodule).__qualname__}",
-        "name": None if folder is None else str(folder).rstrip("/").rsplit("/", 1)[-1],
-        "languages": languages if all(languages) else None,
-        "splits": {
-            "train": splits.get("fit"),
-            "validation": splits.get("validate"),
-            "test": splits.get("test"),
-        },
-    }
-
-
-def fit_scores(trainer: Any) -> dict[str, Any] | None:
-    """The scores of the last validation before a checkpoint is written ("val/bleu" …, as
-    plain floats), with the step and the validation split; None if there was none."""
-    if trainer is None:
-        return None
-    scores = {
-        name: round(float(value), 6)
-        for name, value in trainer.callback_metrics.items()
-        if name.startswith("val/")
-    }
-    if not scores:
-        return None
-    datamodule = getattr(trainer, "datamodule", None)
-    split = getattr(datamodule, "splits", {}).get("validate")
-    return {"metrics": scores, "step": int(trainer.global_step), "split": split}

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint
 from seqtasks.model_files.identity import Identity, NewerModelError, identity_of
-from seqtasks.model_files.spec import ParsedSpec, Spec, SpecError, from_hparams
+from seqtasks.model_files.spec import ParsedSpec, Spec, SpecError, from_hparams, imported
 from seqtasks.registry import TASKS
 
 Reference = str | Path  # a checkpoint file, a model folder, or an hf:// name
@@ -76,6 +76,13 @@ class ModelSource:
                 f"seqtasks does not have: {error}; upgrade seqtasks (pip install -U seqtasks), "
                 "or install the package that has it"
             ) from None
+
+    @property
+    def gives_attention(self) -> bool:
+        """Whether its decoder gives attention weights (`Decoder.gives_attention`)."""
+        decoder = self.resolved["init_args"].get("decoder")
+        found = imported(decoder["class_path"]) if isinstance(decoder, dict) else None
+        return bool(getattr(found, "gives_attention", True))
 
     @property
     def resolved(self) -> Spec:

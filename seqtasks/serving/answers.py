@@ -5,9 +5,10 @@ true`), the attention weights behind the best result with the pieces that label 
 A translation's `attention` is a list of rows, one per target piece (`pieces`), each over the
 source's pieces and its EOS (`source_pieces`): `Translation.attention`, (T, S + 1). A caption's
 is one row per word (`words`), each over the image's H·W grid cells, row by row (`grid`: [H,
-W]): `Caption.attention`, (T, L). Weights are rounded to WEIGHT_DIGITS decimals: a 250 × 251
-matrix is 0.3–0.5 MB of JSON, so the largest request the server takes by default (64 sentences
-of 250 subwords, outputs up to 1.5 × 250 + 50 pieces) can answer 20–50 MiB.
+W]): `Caption.attention`, (T, L). Weights are rounded to WEIGHT_DIGITS decimals, about 6 bytes of
+JSON each: a request whose answer could carry more weights than the server's `max_attention`
+(1,000,000 by default, ~6 MiB) is refused before any search (`endpoints.ModelEndpoint.
+check_attention`).
 """
 
 from __future__ import annotations
@@ -69,11 +70,20 @@ def caption(found: Any) -> dict[str, Any]:
     return answer
 
 
+def nested(tree: Any) -> list[Any]:
+    """An nltk tree as JSON: `[label, child, …]`, a leaf (a word) as its string, so that a
+    client draws the words the parser read without splitting the bracket string again (a word
+    may hold characters a client reads as space, such as U+FEFF in JavaScript)."""
+    return [tree.label(), *(nested(c) if hasattr(c, "label") else str(c) for c in tree)]
+
+
 def parses(found: list[Any]) -> dict[str, Any]:
-    """The trees on one line each, their scores, how many edits the constrained decoder made
-    to each bracket sequence (`repairs`), and any `alternatives`."""
+    """The trees on one line each and as nested lists (`structures`: `nested`), their scores,
+    how many edits the constrained decoder made to each bracket sequence (`repairs`), and any
+    `alternatives`."""
     answer: dict[str, Any] = {
         "trees": [p.text for p in found],
+        "structures": [nested(p.tree) for p in found],
         "scores": [float(p.score) for p in found],
         "repairs": [int(p.repairs) for p in found],
     }

@@ -7,10 +7,12 @@ out is None, and `ServerSettings` and `Limits` give its default.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
-from seqtasks.cli.arguments import given, positive_int
+from seqtasks.cli.arguments import CommandParser, given, positive_int
+from seqtasks.serving.access import KEY_VARIABLE
 
 if TYPE_CHECKING:
     from seqtasks.serving.server import ServerSettings
@@ -38,14 +40,25 @@ def port_number(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="seqtasks serve",
         description="Serve checkpoints over HTTP with dynamic batching: POST /translate, /parse "
         "or /caption by the checkpoints' tasks (several of one task: an ensemble), GET /health.",
     )
-    p.add_argument("checkpoints", nargs="+", metavar="CKPT", help="checkpoints to serve")
-    p.add_argument("--port", type=port_number, default=8000)
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        metavar="MODEL",
+        help="checkpoints, model folders or hf://ORG/NAME models to serve",
+    )
+    p.add_argument("--port", type=port_number, default=8000, help="the TCP port (default: 8000)")
     p.add_argument("--host", choices=HOSTS, default="127.0.0.1", help="0.0.0.0: every interface")
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help=f"serve without an API key even though {KEY_VARIABLE} is set to nothing (a "
+        f"server is open when {KEY_VARIABLE} is unset, and needs X-API-Key when it is set)",
+    )
     p.add_argument("--device", help="auto (the default), cpu, cuda (every GPU), cuda:N or mps")
     p.add_argument(
         "--workers-per-device",
@@ -80,6 +93,13 @@ def parser() -> argparse.ArgumentParser:
         help="largest image /caption decodes, in millions of pixels (a larger one gets 413)",
     )
     p.add_argument(
+        "--max-attention",
+        type=positive_int,
+        help="most attention weights one answer may carry (source × output pieces, summed "
+        "over its sentences; default 1,000,000, ~6 MiB of JSON); a request that could ask more "
+        "gets 413",
+    )
+    p.add_argument(
         "--max-payload-mb",
         type=positive_int,
         help="largest request body (an image upload), in MiB",
@@ -89,12 +109,18 @@ def parser() -> argparse.ArgumentParser:
         type=seconds,
         help="seconds a request may wait in the queue before it gets 504",
     )
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="what the server logs (default: info)",
+    )
     return p
 
 
-def settings_of(args: argparse.Namespace) -> ServerSettings:
-    """The server's settings: the options given, the defaults for the rest."""
+def settings_of(args: argparse.Namespace, key: str | None = None) -> ServerSettings:
+    """The server's settings: the options given, the defaults for the rest; `key` what
+    requests must send (None: an open server)."""
     from seqtasks.serving.endpoints import Limits
     from seqtasks.serving.server import ServerSettings
 
@@ -104,9 +130,11 @@ def settings_of(args: argparse.Namespace) -> ServerSettings:
         max_chars=args.max_chars,
         max_length=args.max_length,
         max_pixels=None if megapixels is None else megapixels * 10**6,
+        max_attention=args.max_attention,
     )
     return ServerSettings(
         limits=Limits(**limits),
+        key=key,
         **given(
             device=args.device,
             workers_per_device=args.workers_per_device,
@@ -129,10 +157,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from seqtasks.devices import check_device
     from seqtasks.io.checkpoint_files import CheckpointError
+    from seqtasks.serving.access import ServerKeyError, server_key
     from seqtasks.serving.server import build_server, group_by_task, run
     from seqtasks.serving.workers import WorkerSetupError
 
-    settings = settings_of(args)
+    try:
+        key = server_key(os.environ, args.open)
+    except ServerKeyError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    settings = settings_of(args, key)
     if settings.batch_timeout >= settings.timeout > 0:
         parser().error("--batch-timeout must be less than --timeout")
     if settings.batch_timeout == 0 and settings.max_batch_size > 1:
@@ -152,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    print(
+        f"serving {', '.join(groups)}: requests need the key of {KEY_VARIABLE} in X-API-Key"
+        if key is not None
+        else f"serving {', '.join(groups)} without an API key (set {KEY_VARIABLE} to need "
+        "one): anyone who reaches this port can use it",
+        file=sys.stderr,
+    )
     try:
         run(server, args.host, args.port, args.log_level)
     except WorkerSetupError as error:

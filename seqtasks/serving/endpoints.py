@@ -41,12 +41,15 @@ NUMBER = re.compile(r"[0-9]{1,6}")  # a form field read as an integer: ASCII dig
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask: sentences per request, characters per sentence, source
-    tokens per sentence (subwords for /translate, words for /parse), and an image's pixels."""
+    tokens per sentence (subwords for /translate, words for /parse), an image's pixels, and
+    the attention weights an answer may carry (source × output pieces, summed over its
+    sentences: ~6 bytes of JSON each)."""
 
     max_sentences: int = 64
     max_chars: int = 2000
     max_length: int = MAX_SOURCE_LENGTH
     max_pixels: int = 50_000_000
+    max_attention: int = 1_000_000
 
 
 class ModelEndpoint(BatchedEndpoint):
@@ -138,16 +141,37 @@ class ModelEndpoint(BatchedEndpoint):
             raise RequestError(422, str(error)) from None
         return Job(inputs, settings.beam, settings.n_best, attention)
 
+    def check_attention(self, request: SearchRequest, lengths: list[int]) -> None:
+        """Refuse (413), before any search, an answer whose attention could hold more weights
+        than the limit: per sentence, its source pieces (with EOS) × the most output pieces
+        the search may write for it (`max_length_ratio` · source + `max_length_offset`)."""
+        if not getattr(request, "attention", False):
+            return
+        settings = self.model.search_settings()
+        ratio, offset = settings.max_length_ratio, settings.max_length_offset
+        weights = sum((n + 1) * (int(ratio * (n + 1)) + offset + 1) for n in lengths)
+        if weights > self.limits.max_attention:
+            raise RequestError(
+                413,
+                f"with attention, these {len(lengths)} sentences could answer up to "
+                f"{weights:,} weights (source × output pieces); this server answers at most "
+                f"{self.limits.max_attention:,} a request: send fewer or shorter sentences, or "
+                "ask without attention",
+            )
+
     def check(self, request: TranslateRequest | ParseRequest) -> Job:
-        """Refuse (413) too many sentences, or one over the limits; the model's inputs (`read`)
-        as a job (an endpoint of other inputs overrides this)."""
+        """Refuse (413) too many sentences, one over the limits, or an attention answer over
+        its limit; the model's inputs (`read`) as a job (an endpoint of other inputs overrides
+        this)."""
         self.check_count(request.sentences)
-        inputs = []
+        inputs, lengths = [], []
         for i, sentence in enumerate(request.sentences):
             self.check_chars(i, sentence)
             source, length = self.read(i, sentence)
             self.check_length(i, length)
             inputs.append(source)
+            lengths.append(length)
+        self.check_attention(request, lengths)
         return self.job(inputs, request)
 
     def read(self, index: int, sentence: Any) -> tuple[Any, int]:

@@ -1,45 +1,70 @@
-"""`GET /`: one self-contained page for the tasks a server holds (`static/`: HTML, CSS and
-JavaScript shipped in the package, put together here into one answer that needs nothing from
-the internet). The page sends its requests to this server's endpoints, asking for the attention
-weights (`answers`), and draws them: a heat map of target × source pieces for /translate, each
-word's weights over the photo for /caption, the tree for /parse.
+"""`GET /`: one self-contained page (`static/`: HTML, CSS and JavaScript shipped in the package,
+put together here into one answer that needs nothing from the internet), and `GET /models`,
+what the page learns of the models the server holds.
 
-The HTML holds a section per task between `<!--task:NAME-->` and `<!--/task:NAME-->`; the
-sections of tasks not served are cut out, and the served tasks' names are given to the script.
+The page is the same whatever is served, so that it says nothing of the models to a client
+without the server's key: its script asks `/models` (with the key typed into it) and shows the
+sections of the tasks served, each with its models' names, an example input, and the models' own
+search settings, which a request leaves to the model unless its user changes them. It sends its
+requests to this server's endpoints, asking for the attention weights (`answers`), and draws
+them: a heat map of target × source pieces for /translate, each word's weights over the photo
+for /caption, the tree the server answered for /parse.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
+from dataclasses import asdict
 from importlib.resources import files
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+if TYPE_CHECKING:
+    from seqtasks.serving.endpoints import Limits
+    from seqtasks.serving.server import Served
 
 STATIC = files("seqtasks.serving") / "static"
+# The page's icon, also at /favicon.ico: a browser asks for one on every load.
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '
+    'rx="3" fill="#1a5fb4"/><path d="M3 11h10M3 7h6" stroke="#fff" stroke-width="2"/></svg>'
+)
 
 
-def render(tasks: Iterable[str]) -> str:
-    """The page for `tasks` (names of `seqtasks.registry.TASKS`), its CSS and script inline."""
-    served = sorted(tasks)
+def render() -> str:
+    """The page, its CSS, script and icon inline."""
     html = (STATIC / "index.html").read_text(encoding="utf-8")
-    for task in re.findall(r"<!--task:(\w+)-->", html):
-        if task not in served:
-            html = re.sub(rf"<!--task:{task}-->.*?<!--/task:{task}-->\n?", "", html, flags=re.S)
-    names = json.dumps(served).replace("<", "\\u003c")
     parts = {
         "/*CSS*/": (STATIC / "page.css").read_text(encoding="utf-8"),
         "/*JS*/": (STATIC / "page.js").read_text(encoding="utf-8"),
-        "/*TASKS*/": names,
+        "/*ICON*/": "data:image/svg+xml," + ICON.replace("#", "%23").replace('"', "'"),
     }
-    return re.sub(r"/\*(CSS|JS|TASKS)\*/", lambda m: parts[m.group(0)], html)
+    return re.sub(r"/\*(CSS|JS|ICON)\*/", lambda m: parts[m.group(0)], html)
 
 
-def install(app: FastAPI, tasks: Iterable[str]) -> None:
-    """Serve the page of `tasks` at GET / (in place of LitServe's "litserve running")."""
-    page = render(tasks)
+def describe(groups: dict[str, Served], limits: Limits) -> dict[str, Any]:
+    """What `GET /models` answers: for each task served, its models as they were named, an
+    example input (None where the training data's was not recorded), their own search settings
+    (None where not recorded: the page then leaves them to the model without showing them),
+    whether they give attention, and the limits of a request."""
+    return {
+        task: {
+            "models": served.names,
+            "example": served.example,
+            "search": None if served.search is None else {**served.search, "n_best": 1},
+            "attention": served.attention,
+            "limits": asdict(limits),
+        }
+        for task, served in groups.items()
+    }
+
+
+def install(app: FastAPI, models: dict[str, Any]) -> None:
+    """Serve the page at GET / (in place of LitServe's "litserve running"), its icon at
+    GET /favicon.ico, and `models` (`describe`) at GET /models."""
+    page = render()
     app.router.routes[:] = [
         route
         for route in app.router.routes
@@ -49,4 +74,12 @@ def install(app: FastAPI, tasks: Iterable[str]) -> None:
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 
+    async def icon() -> Response:
+        return Response(ICON, media_type="image/svg+xml")
+
+    async def served() -> JSONResponse:
+        return JSONResponse(models)
+
     app.add_api_route("/", index, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/favicon.ico", icon, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/models", served, methods=["GET"], include_in_schema=False)

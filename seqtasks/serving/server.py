@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import litserve as ls
 from fastapi.responses import JSONResponse
@@ -27,14 +28,15 @@ from seqtasks.api.load import check_members
 from seqtasks.devices import check_device
 from seqtasks.model_files.sources import open_model
 from seqtasks.registry import TASKS
-from seqtasks.serving import page, validation
+from seqtasks.serving import access, page, validation
 from seqtasks.serving.endpoints import Limits, ModelEndpoint, default_threads
 from seqtasks.serving.workers import CheckedServer
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """How the server batches and where its workers run (`seqtasks serve`'s options)."""
+    """How the server batches, where its workers run and who may use it (`seqtasks serve`'s
+    options; `key`: what requests must send as X-API-Key, None for an open server)."""
 
     device: str = "auto"
     workers_per_device: int = 1
@@ -43,9 +45,24 @@ class ServerSettings:
     limits: Limits = Limits()
     timeout: float = 30.0
     max_payload_mb: int = 20
+    key: str | None = None
 
 
-def group_by_task(models: Sequence[str | Path]) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class Served:
+    """One task's models as the server holds them: the local checkpoints or folders its
+    workers load (several: an ensemble), how each was named, and what the page starts from:
+    the first model's search settings and an example input (None where not recorded), and
+    whether the models give attention."""
+
+    paths: list[str]
+    names: list[str]
+    search: dict[str, Any] | None = None
+    example: str | None = None
+    attention: bool = True
+
+
+def group_by_task(models: Sequence[str | Path]) -> dict[str, Served]:
     """The models of each task (checkpoints, model folders, `hf://` names), in the order given
     (a task's list is one model or an ensemble), checked here so that no worker fails to load
     them; an `hf://` name is downloaded here, once, and its workers read the local copy.
@@ -55,11 +72,18 @@ def group_by_task(models: Sequence[str | Path]) -> dict[str, list[str]]:
             seqtasks model, or ensemble members that do not share their vocabularies.
     """
     sources = [open_model(model) for model in models]
-    groups: dict[str, list[str]] = {}
-    for source in sources:
-        groups.setdefault(source.task, []).append(str(source.path))
-    for task in groups:
-        check_members([source for source in sources if source.task == task])
+    groups: dict[str, Served] = {}
+    for task in dict.fromkeys(source.task for source in sources):
+        members = [source for source in sources if source.task == task]
+        check_members(members)
+        first = members[0]
+        groups[task] = Served(
+            paths=[str(source.path) for source in members],
+            names=[source.where for source in members],
+            search=first.search or first.identity.search,
+            example=(first.identity.data or {}).get("example"),
+            attention=all(source.gives_attention for source in members),
+        )
     return groups
 
 
@@ -77,8 +101,14 @@ def accelerator(device: str) -> tuple[str, int | list[int] | str]:
     return kind, [int(index)] if index else "auto"
 
 
-def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.LitServer:
-    """A LitServer with one endpoint per task of `groups` (unknown tasks refused)."""
+def build_server(
+    groups: Mapping[str, Served | list[str]], settings: ServerSettings
+) -> ls.LitServer:
+    """A LitServer with one endpoint per task of `groups` (unknown tasks refused; a list of
+    paths for a task is read as its models, with nothing more known of them), the page and its
+    description of the models (`page`), behind `settings.key` (`access`), without FastAPI's
+    generated docs pages."""
+    groups = {task: g if isinstance(g, Served) else Served(g, g) for task, g in groups.items()}
     unknown = sorted(set(groups) - set(TASKS))
     if unknown:
         raise ValueError(f"cannot serve {', '.join(unknown)} checkpoints")
@@ -88,13 +118,13 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
         warnings.filterwarnings("ignore", "The LitServer has both batch and unbatch")
         apis = [
             endpoint(task)(
-                paths,
+                served.paths,
                 settings.limits,
                 threads,
                 max_batch_size=settings.max_batch_size,
                 batch_timeout=settings.batch_timeout,
             )
-            for task, paths in groups.items()
+            for task, served in groups.items()
         ]
     server = CheckedServer(
         apis,
@@ -103,15 +133,17 @@ def build_server(groups: dict[str, list[str]], settings: ServerSettings) -> ls.L
         workers_per_device=settings.workers_per_device,
         timeout=settings.timeout,
         max_payload_size=settings.max_payload_mb * 1024 * 1024,
-        model_metadata={task: [Path(p).name for p in paths] for task, paths in groups.items()},
+        model_metadata={task: served.names for task, served in groups.items()},
+        disable_openapi_url=True,  # /docs and /redoc load scripts from a CDN
     )
     add_missing_endpoints(server, groups)
-    page.install(server.app, groups)
+    page.install(server.app, page.describe(groups, settings.limits))
     validation.install(server.app)
+    access.install(server.app, settings.key)
     return server
 
 
-def add_missing_endpoints(server: ls.LitServer, groups: dict[str, list[str]]) -> None:
+def add_missing_endpoints(server: ls.LitServer, groups: Mapping[str, Served]) -> None:
     """Routes for the endpoints of the tasks not loaded, answering 404 with what is served."""
     served = ", ".join(f"POST {endpoint(task).path}" for task in groups)
     for task in TASKS:

@@ -11,13 +11,8 @@ from typing import Any, ClassVar
 
 import seqtasks
 from seqtasks.io.checkpoint_files import stored_entries
-from seqtasks.model_files.identity import (
-    IDENTITY_KEY,
-    Identity,
-    describe_data,
-    fingerprints,
-    fit_scores,
-)
+from seqtasks.model_files.identity import IDENTITY_KEY, Identity, fingerprints
+from seqtasks.model_files.provenance import describe_data, fit_scores, search_record
 from seqtasks.registry import TaskEntry
 
 
@@ -58,6 +53,7 @@ class StoredEntries:
             version=seqtasks.__version__,
             data=describe_data(getattr(trainer, "datamodule", None)),
             scores=fit_scores(trainer),
+            search=search_record(self.test_settings),
         )
         checkpoint[IDENTITY_KEY] = identity.record()
 

@@ -29,13 +29,16 @@ function explain(status, body) {
   return `The server answered ${status}: ${detail}`;
 }
 
+const withKey = (init = {}) => {
+  const key = $("api-key").value;
+  return key ? { ...init, headers: { ...init.headers, "X-API-Key": key } } : init;
+};
+
 async function ask(path, init, errorBox, resultBox, button) {
   errorBox.hidden = true;
   button.disabled = true;
   try {
-    const key = $("api-key").value;
-    if (key) init.headers = { ...init.headers, "X-API-Key": key };
-    const response = await fetch(path, init);
+    const response = await fetch(path, withKey(init));
     const text = await response.text();
     let body;
     try { body = JSON.parse(text); } catch { body = text; }
@@ -51,7 +54,16 @@ async function ask(path, init, errorBox, resultBox, button) {
   }
 }
 
-const settings = (prefix) => ({ beam: Number($(prefix + "-beam").value), n_best: Number($(prefix + "-nbest").value) });
+// The search settings the user changed; the rest are left to the model (its own, which the
+// placeholders show), so that the page never overrides a checkpoint's settings unasked.
+const settings = (prefix) => {
+  const chosen = {};
+  for (const [name, id] of [["beam", "-beam"], ["n_best", "-nbest"]]) {
+    const value = $(prefix + id).value;
+    if (value !== "") chosen[name] = Number(value);
+  }
+  return chosen;
+};
 
 function nbest(list, alternatives, key) {
   list.replaceChildren();
@@ -60,41 +72,80 @@ function nbest(list, alternatives, key) {
 }
 
 // ---- translation: a heat map of target pieces × source pieces ---------------------------------
-function heatmap(table, rows, columns, weights) {
-  table.replaceChildren();
-  const head = el("tr");
-  head.append(el("th", { scope: "col" }, ""));
-  columns.forEach((piece, j) => head.append(el("th", { scope: "col", tabindex: "0", "data-col": j, class: "src" }, piece)));
-  table.appendChild(el("thead")).append(head);
-  const body = table.appendChild(el("tbody"));
-  rows.forEach((piece, i) => {
-    const tr = el("tr");
-    tr.append(el("th", { scope: "row", tabindex: "0", "data-row": i, class: "tgt" }, piece));
-    columns.forEach((_, j) => {
-      const w = weights[i][j];
-      const td = el("td", { title: `${piece} → ${columns[j]}: ${w.toFixed(3)}`, "data-row": i, "data-col": j });
-      td.style.background = `rgba(26, 95, 180, ${w})`;
-      tr.append(td);
-    });
-    body.append(tr);
-  });
-  const clear = () => table.querySelectorAll(".lit, .on, .dim").forEach((n) => { n.classList.remove("lit", "on", "dim"); n.style.removeProperty("--w"); });
-  const light = (header, others, weightOf, cells) => {
+// sentencepiece's word-start mark, shown as a visible space
+const shown = (piece) => piece.replaceAll("\u2581", "\u2423");
+
+const CELL = 16; // px: a heat map cell, and the width (or height) of the piece naming it
+
+function heatmap(map, rows, columns, weights) {
+  // The weights as one canvas, a cell each, between the pieces that name its rows (targets)
+  // and columns (sources), each a focusable button. Lighting a row or a column colours the
+  // other axis's pieces by their weights and moves two veils over the other cells; the canvas
+  // is drawn once, so the largest map an answer may hold stays quick to hover
+  // (docs/serving.md, "The page").
+  map.replaceChildren();
+  map.style.setProperty("--cell", `${CELL}px`);
+  map.append(el("div", { class: "corner" }));
+  const head = map.appendChild(el("div", { class: "cols", role: "group", "aria-label": "source pieces" }));
+  const side = map.appendChild(el("div", { class: "rows", role: "group", "aria-label": "target pieces" }));
+  const cells = map.appendChild(el("div", { class: "cells" }));
+  const canvas = cells.appendChild(el("canvas", {
+    width: columns.length * CELL, height: rows.length * CELL, role: "img",
+    "aria-label": `attention weights of ${rows.length} target pieces over ${columns.length} source pieces`,
+  }));
+  const context = canvas.getContext("2d");
+  weights.forEach((row, i) => row.forEach((w, j) => {
+    context.fillStyle = `rgba(26, 95, 180, ${w})`;
+    context.fillRect(j * CELL, i * CELL, CELL, CELL);
+  }));
+  const piece = (text, attrs) => el("button", { type: "button", ...attrs }, shown(text));
+  const sources = columns.map((p, j) => head.appendChild(piece(p, { class: "src", "data-col": j })));
+  const targets = rows.map((p, i) => side.appendChild(piece(p, { class: "tgt", "data-row": i })));
+  const veils = [0, 1].map(() => cells.appendChild(el("div", { class: "veil", "aria-hidden": "true", hidden: "" })));
+  let lit = [];
+  const clear = () => {
+    lit.forEach((n) => { n.classList.remove("lit", "on"); n.style.removeProperty("--w"); });
+    lit = [];
+    veils.forEach((v) => { v.hidden = true; });
+    delete map.dataset.row; delete map.dataset.col;
+  };
+  const veil = (v, left, top, width, height) => {
+    Object.assign(v.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
+    v.hidden = !(width > 0 && height > 0);
+  };
+  const light = (header, others, weightOf) => {
     clear();
     header.classList.add("on");
     others.forEach((n, k) => { n.classList.add("lit"); n.style.setProperty("--w", weightOf(k)); });
-    table.querySelectorAll("td").forEach((td) => { if (!cells(td)) td.classList.add("dim"); });
+    lit = [header, ...others];
   };
-  const sources = [...table.querySelectorAll("th.src")], targets = [...table.querySelectorAll("th.tgt")];
-  targets.forEach((th, i) => {
-    const show = () => light(th, sources, (j) => weights[i][j], (td) => Number(td.dataset.row) === i);
-    th.addEventListener("mouseenter", show); th.addEventListener("focus", show);
+  const [width, height] = [canvas.width, canvas.height];
+  targets.forEach((button, i) => {
+    const show = () => {
+      light(button, sources, (j) => weights[i][j]);
+      veil(veils[0], 0, 0, width, i * CELL);
+      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);
+      map.dataset.row = i;
+    };
+    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
   });
-  sources.forEach((th, j) => {
-    const show = () => light(th, targets, (i) => weights[i][j], (td) => Number(td.dataset.col) === j);
-    th.addEventListener("mouseenter", show); th.addEventListener("focus", show);
+  sources.forEach((button, j) => {
+    const show = () => {
+      light(button, targets, (i) => weights[i][j]);
+      veil(veils[0], 0, 0, j * CELL, height);
+      veil(veils[1], (j + 1) * CELL, 0, width - (j + 1) * CELL, height);
+      map.dataset.col = j;
+    };
+    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
   });
-  table.addEventListener("mouseleave", clear);
+  map.addEventListener("mouseleave", clear);
+  const readout = $(map.id.replace("heatmap", "cell"));
+  canvas.addEventListener("mousemove", (event) => {
+    const i = Math.floor(event.offsetY / CELL), j = Math.floor(event.offsetX / CELL);
+    if (readout && i >= 0 && i < rows.length && j >= 0 && j < columns.length) {
+      readout.textContent = `${shown(rows[i])} → ${shown(columns[j])}: ${weights[i][j].toFixed(3)}`;
+    }
+  });
 }
 
 function translation() {
@@ -145,8 +196,8 @@ function captioning() {
     if (!chosen) { $("cap-error").textContent = "Choose an image first."; $("cap-error").hidden = false; return; }
     const data = new FormData();
     data.append("image", chosen, chosen.name);
-    const s = settings("cap");
-    data.append("beam", String(s.beam)); data.append("n_best", String(s.n_best)); data.append("attention", "true");
+    for (const [name, value] of Object.entries(settings("cap"))) data.append(name, String(value));
+    data.append("attention", "true");
     const answer = await ask("/caption", { method: "POST", body: data }, $("cap-error"), $("cap-result"), form.querySelector("button"));
     if (!answer) return;
     const url = URL.createObjectURL(chosen);
@@ -181,20 +232,13 @@ function captioning() {
 }
 
 // ---- parsing: the tree drawn as a tree -------------------------------------------------------
-function readTree(text) {
-  // "(TOP (S (NP (DT The) (NN dog)) ...))" as {label, children}; a leaf is {label, leaf: true}.
-  const tokens = text.match(/\(|\)|[^\s()]+/g) || [];
-  let at = 0;
-  const node = () => {
-    if (tokens[at] !== "(") return { label: tokens[at++], leaf: true, children: [] };
-    at++;
-    const label = tokens[at] === "(" || tokens[at] === ")" ? "" : tokens[at++];
-    const children = [];
-    while (at < tokens.length && tokens[at] !== ")") children.push(node());
-    at++;
-    return { label, children };
-  };
-  return node();
+function readTree(nested) {
+  // The server's tree as it parsed it, [label, child, …] with each word a string, as
+  // {label, children}; a leaf is {label, leaf: true}. The bracket string is never split again
+  // here: a word may hold what JavaScript takes for a space (U+FEFF).
+  if (typeof nested === "string") return { label: nested, leaf: true, children: [] };
+  const [label, ...children] = nested;
+  return { label, children: children.map(readTree) };
 }
 
 function drawTree(target, tree) {
@@ -239,13 +283,49 @@ function parsing() {
     $("parse-repairs").textContent = repairs
       ? `the constrained decoder made ${repairs} repair${repairs === 1 ? "" : "s"} to the bracket sequence`
       : "no repairs were needed";
-    drawTree($("parse-tree"), readTree(bracket));
+    drawTree($("parse-tree"), readTree(answer.structures[0]));
     nbest($("parse-nbest-list"), (answer.alternatives || [])[0], "tree");
     $("parse-result").hidden = false;
   });
 }
 
-const served = JSON.parse($("served").textContent);
-if (served.includes("translation")) translation();
-if (served.includes("captioning")) captioning();
-if (served.includes("parsing")) parsing();
+// ---- what the server holds ------------------------------------------------------------------
+const SECTIONS = { translation: ["tr", translation], captioning: ["cap", captioning], parsing: ["parse", parsing] };
+const started = new Set();
+
+function show(models) {
+  // Each task served: its section, its models' names, an example input, and the models' own
+  // search settings as the placeholders of the fields a user may change.
+  for (const [task, about] of Object.entries(models)) {
+    if (!(task in SECTIONS)) continue;
+    const [prefix, start] = SECTIONS[task];
+    $(task).hidden = false;
+    $(prefix + "-models").textContent = about.models.join(" + ") + (about.models.length > 1 ? " (an ensemble)" : "");
+    const text = $(prefix + "-text");
+    if (text && about.example && !text.value) text.value = about.example;
+    if (text) text.placeholder = about.example ? `e.g. ${about.example}` : "";
+    if (about.search) $(prefix + "-beam").placeholder = `model's: ${about.search.beam}`;
+    if (!started.has(task)) { start(); started.add(task); }
+  }
+}
+
+async function holds() {
+  const status = $("status");
+  try {
+    const response = await fetch("/models", withKey());
+    if (response.status === 401) {
+      status.textContent = "This server needs its API key: type it below.";
+      $("key-box").open = true;
+      return;
+    }
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    const models = await response.json();
+    show(models);
+    status.textContent = `This server holds ${Object.keys(models).join(", ")}.`;
+  } catch (error) {
+    status.textContent = `Cannot ask the server what it holds: ${error.message}`;
+  }
+}
+
+$("api-key").addEventListener("input", holds);
+holds();
