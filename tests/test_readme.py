@@ -26,6 +26,7 @@ SHAPES = " ".join(
 # (pattern, replacement): each documented in the README's "Development" section.
 SHORTENING = [
     (r"\bpip install ", "pip install --no-deps "),
+    (r" --index-url \S+", ""),
     (r"(seqtasks fit --config configs/captioning/shapes\S*)", rf"\1 {SHAPES}"),
     (r"(seqtasks fit --config \S+)", rf"\1 {FIT_STEPS}"),
     (r"(seqtasks test --config \S+)", r"\1 --trainer.limit_test_batches 2"),
@@ -82,10 +83,14 @@ def free_port() -> int:
 
 
 def fresh_copy(folder: Path, shared_data: Path) -> Path:
-    """The checkout's files in a fresh folder beside ../shared/data (`mutants.copy_tree`), and
-    in the copy a `.venv` that finds this environment's dependencies (the README's
+    """The checkout's tracked files in a fresh folder beside ../shared/data (`mutants.
+    copy_tree`), committed to a git repository of its own (to see what the README leaves
+    behind), and in the copy a `.venv` that finds this environment's dependencies (the README's
     `pip install --no-deps` installs seqtasks)."""
-    checkout = copy_tree(folder, shared_data)
+    checkout = copy_tree(folder, shared_data, untracked=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        subprocess.run([*git, *command], cwd=checkout, check=True)
     subprocess.run([sys.executable, "-m", "venv", str(checkout / ".venv")], check=True)
     site = next((checkout / ".venv" / "lib").glob("python*/site-packages"))
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -105,6 +110,8 @@ def test_shortening_changes_only_what_the_readme_says():
     test = "seqtasks test --config a.yaml --trainer.limit_test_batches 2 --ckpt_path $CKPT"
     assert lines[1] == test
     assert lines[2] == "pip install --no-deps '.[serve]' && curl localhost:1234/health"
+    cpu = shortened("pip install torch --index-url https://download.pytorch.org/whl/cpu\n", 1)
+    assert cpu == "pip install --no-deps torch\n"
     assert lines[3:] == ["python data_prep/ptb.py --out data/ptb", HEADS["data_prep/ptb.py"]]
     blocks = readme_blocks(
         "```bash\npip install -e .\npytest\n```\n```python\nprint(1)\n```\n"
@@ -141,9 +148,16 @@ def test_readme_blocks_run_in_order_as_written(tmp_path, shared_data):
     assert (dates / "checkpoints/last.ckpt").is_file() and (dates / "config.yaml").is_file()
     assert len(list((dates / "checkpoints").glob("epoch*.ckpt"))) == 1  # the best, beside last
     assert "test/bleu" in run.stdout + run.stderr  # `seqtasks test` printed its score
-    assert (checkout / "exported/model.bin").is_file()
-    assert any((checkout / "maps").iterdir())
-    assert len((checkout / "predicted.mrg").read_text().splitlines()) == 40
+    assert (checkout / "runs/de-en-ct2/model.bin").is_file()
+    assert (checkout / "models/de-en/model.safetensors").is_file()
+    assert any((checkout / "runs/maps").iterdir())
+    assert len((checkout / "runs/predicted.mrg").read_text().splitlines()) == 40
+    # Following the README leaves the checkout as git sees it (every output ignored), but for
+    # the test's own shortened files.
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert status == ["?? short/"], status
     seqtasks_file = subprocess.run(
         [str(checkout / ".venv/bin/python"), "-c", "import seqtasks; print(seqtasks.__file__)"],
         cwd=tmp_path,
