@@ -1277,14 +1277,163 @@ MUTANTS = [
         "            pass",
         ("test_model_folders.py::test_a_folder_is_its_checkpoint",),
     ),
+    Mutant(
+        "the server's key compared with == (in time that tells how much of it a guess got right)",
+        "seqtasks/serving/access.py",
+        "        if hmac.compare_digest(given, self.key):",
+        "        if given == self.key:",
+        ("test_serve.py::test_the_key_is_compared_in_constant_time_before_the_body_is_read",),
+    ),
+    Mutant(
+        "what the server holds (/models) answered without the key",
+        "seqtasks/serving/access.py",
+        'PUBLIC = {"/", "/favicon.ico"}',
+        'PUBLIC = {"/", "/favicon.ico", "/models"}',
+        ("test_serve.py::test_the_key_guards_every_route_but_the_page",),
+    ),
+    Mutant(
+        "a blank LIT_SERVER_API_KEY taken for a key",
+        "seqtasks/serving/access.py",
+        "    if key is not None and not key.strip():",
+        "    if key is not None and not key:",
+        ("test_serve.py::test_an_empty_key_refuses_to_start_unless_an_open_server_is_asked_for",),
+    ),
+    Mutant(
+        "FastAPI's generated docs pages (scripts from a CDN) served",
+        "seqtasks/serving/server.py",
+        "        disable_openapi_url=True,",
+        "        disable_openapi_url=False,",
+        ("test_serve.py::test_the_key_guards_every_route_but_the_page",),
+    ),
+    Mutant(
+        "an attention answer of any size",
+        "seqtasks/serving/endpoints.py",
+        "        self.check_attention(request, lengths)\n",
+        "",
+        (
+            "test_serve.py::test_an_attention_answer_over_the_servers_limit_is_refused_before_any_search",
+        ),
+    ),
+    Mutant(
+        "the page sending a beam and n-best of its own (0 for an empty field)",
+        "seqtasks/serving/static/page.js",
+        '    if (value !== "") chosen[name] = Number(value);',
+        "    chosen[name] = Number(value);",
+        ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
+    ),
+    Mutant(
+        "the page drawing the parse from the bracket string, not the tree the server read",
+        "seqtasks/serving/static/page.js",
+        "readTree(answer.structures[0])",
+        "readTree(answer.trees[0])",
+        ("test_serve.py::test_the_page_draws_the_parse_as_a_tree",),
+    ),
+    Mutant(
+        "the heat map's cells below a lit row left unveiled",
+        "seqtasks/serving/static/page.js",
+        "      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);\n",
+        "",
+        ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
+    ),
+    Mutant(
+        "standard output written in one write a pipe may take only part of",
+        "seqtasks/cli/streams.py",
+        "        data = data[len(data) if written is None else written :]",
+        "        data = data[len(data) :]",
+        ("test_streams.py::test_a_pipe_closed_after_one_line_ends_the_command_with_141",),
+    ),
+    Mutant(
+        "a reader that went away ending the command with status 1",
+        "seqtasks/cli/streams.py",
+        "        return BROKEN_PIPE",
+        "        return 1",
+        ("test_streams.py::test_a_reader_that_goes_away_ends_the_command_quietly",),
+    ),
+    Mutant(
+        "a closed standard output found only after the translating",
+        "seqtasks/commands/translate.py",
+        "        require_stdout()\n",
+        "        pass\n",
+        ("test_streams.py::test_a_closed_standard_output_is_said_before_any_work",),
+    ),
+    Mutant(
+        "a failed write to a device not naming the file",
+        "seqtasks/io/files.py",
+        '        with _naming(path), open(path, "wb") as f:',
+        '        with open(path, "wb") as f:',
+        ("test_streams.py::test_a_full_disk_is_one_line_naming_what_could_not_be_written",),
+    ),
+    Mutant(
+        'the default "auto" budget checked by importing torch before a usage error',
+        "seqtasks/cli/arguments.py",
+        '    if text == "auto":\n        return text\n    from seqtasks.search.budget',
+        "    from seqtasks.search.budget",
+        (
+            "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
+        ),
+    ),
+    Mutant(
+        "an unknown option refused without saying which is near",
+        "seqtasks/cli/arguments.py",
+        '            message += did_you_mean(words[0].split("=")[0], options) if words else ""',
+        '            message += ""',
+        (
+            "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
+        ),
+    ),
+    Mutant(
+        "evaluate parsing unable to read the empty line seqtasks parse writes",
+        "seqtasks/parsing/trees.py",
+        "    if any(not line.strip() for line in lines)"
+        " and len(trees) == sum(map(_one_tree, lines)):",
+        "    if False:",
+        ("test_parsing.py::test_evaluate_reads_what_parse_writes_a_sentence_not_parsed_included",),
+    ),
+    Mutant(
+        "evaluate captioning --pred unable to match a caption file's copy of the images by name",
+        "seqtasks/evaluation/captioning.py",
+        "        if image is None and len(by_name.get(named.name, [])) == 1:",
+        "        if image is None and len(by_name.get(named.name, [])) == 0:",
+        (
+            "test_caption_apps.py::"
+            "test_evaluate_captioning_scores_what_caption_wrote_as_it_scores_the_model",
+        ),
+    ),
+    Mutant(
+        "seqtasks caption refusing --output, as translate and evaluate spell it",
+        "seqtasks/commands/caption.py",
+        '"--out", "--output", type=Path, help="write the JSON lines here (default: stdout)"',
+        '"--out", type=Path, help="write the JSON lines here (default: stdout)"',
+        ("test_commands.py::test_every_command_takes_output_as_translate_spells_it",),
+    ),
+    Mutant(
+        "Ctrl-C ending a command in a traceback of wherever it landed",
+        "seqtasks/cli/streams.py",
+        "    except KeyboardInterrupt:\n",
+        "    except ZeroDivisionError:\n",
+        ("test_streams.py::test_ctrl_c_ends_the_command_with_130_and_no_traceback",),
+    ),
+    Mutant(
+        "evaluate translation writing its translations before its report (lost with a full disk)",
+        "seqtasks/commands/evaluate.py",
+        "            written[outputs[number]] = ",
+        "            write_atomic(outputs[number], 'x')\n            written[outputs[number]] = ",
+        ("test_streams.py::test_a_full_disk_is_one_line_naming_what_could_not_be_written",),
+    ),
 ]
 
 
-def copy_tree(destination: Path, shared_data: Path = REPO.parent / "shared" / "data") -> Path:
-    """The tracked (and untracked, not ignored) files in destination/main, beside
-    destination/shared/data, a link to `shared_data` (the tests read ../shared/data)."""
+def copy_tree(
+    destination: Path,
+    shared_data: Path = REPO.parent / "shared" / "data",
+    untracked: bool = True,
+) -> Path:
+    """The tracked (and, with `untracked`, the untracked files not ignored) files in
+    destination/main, beside destination/shared/data, a link to `shared_data` (the tests read
+    ../shared/data)."""
+    others = ["--others", "--exclude-standard"] if untracked else []
     files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        ["git", "ls-files", "--cached", *others, "-z"],
         cwd=REPO,
         capture_output=True,
         check=True,
