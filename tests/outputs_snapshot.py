@@ -60,7 +60,7 @@ MODELS = {
         RNN,
         f"{{class_path: seqtasks.decoders.LuongDecoder, init_args: {{{SMALL_RNN}, cell: gru, "
         "attention: {class_path: seqtasks.attention.MultiHeadAttention, "
-        "init_args: {num_heads: 2}}}}",
+        "init_args: {heads: 2}}}}",
     ),
     "no_attention": (
         "translation",
