@@ -1,8 +1,8 @@
-"""`python apps/average_checkpoints.py …` is `seqtasks average …` (seqtasks/commands/average.py)."""
+"""`python apps/average_checkpoints.py …` is `seqtasks average …` (seqtasks/cli/average.py)."""
 
 import sys
 
-from seqtasks.commands.average import main
+from seqtasks.cli.average import main
 
 if __name__ == "__main__":
     sys.exit(main())

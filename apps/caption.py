@@ -1,8 +1,8 @@
-"""`python apps/caption.py …` is `seqtasks caption …` (seqtasks/commands/caption.py)."""
+"""`python apps/caption.py …` is `seqtasks caption …` (seqtasks/captioning/command.py)."""
 
 import sys
 
-from seqtasks.commands.caption import main
+from seqtasks.captioning.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python apps/evaluate.py …` is `seqtasks evaluate …` (seqtasks/commands/evaluate.py)."""
+"""`python apps/evaluate.py …` is `seqtasks evaluate …` (seqtasks/cli/evaluate.py)."""
 
 import sys
 
-from seqtasks.commands.evaluate import main
+from seqtasks.cli.evaluate import main
 
 if __name__ == "__main__":
     sys.exit(main())

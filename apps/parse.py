@@ -1,8 +1,8 @@
-"""`python apps/parse.py …` is `seqtasks parse …` (seqtasks/commands/parse.py)."""
+"""`python apps/parse.py …` is `seqtasks parse …` (seqtasks/parsing/command.py)."""
 
 import sys
 
-from seqtasks.commands.parse import main
+from seqtasks.parsing.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python apps/translate.py …` is `seqtasks translate …` (seqtasks/commands/translate.py)."""
+"""`python apps/translate.py …` is `seqtasks translate …` (seqtasks/translation/command.py)."""
 
 import sys
 
-from seqtasks.commands.translate import main
+from seqtasks.translation.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,9 +14,12 @@ import torch
 from gpu_train import synchronize
 
 import seqtasks
+from seqtasks.captioning.task import CaptioningTask
+from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import NONE_TAG
-from seqtasks.tasks import CaptioningTask, EncoderDecoderTask, ParsingTask, TranslationTask
+from seqtasks.tasks.base import EncoderDecoderTask
 from seqtasks.training.precision import inference_precision
+from seqtasks.translation.task import TranslationTask
 
 TASKS: dict[type, str] = {
     TranslationTask: "translation",

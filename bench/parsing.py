@@ -5,8 +5,8 @@
 
 One process with --threads threads; the model is loaded once and warmed up on 20 sentences.
 For each beam size every sentence of --gold (its words, traces left out) is parsed through
-`seqtasks.api.Parser.parse`, in length-sorted batches of at most --max-tokens padded words,
-exactly as `apps/evaluate.py parsing --checkpoint` parses them; the time covers encoding,
+`seqtasks.parsing.parser.Parser.parse`, in length-sorted batches of at most --max-tokens padded
+words, exactly as `apps/evaluate.py parsing --checkpoint` parses them; the time covers encoding,
 constrained search and building the trees. Also reported: the F1 of those trees (EVALB, gold
 tags) and their share of malformed (repaired) outputs. Run it on an otherwise idle machine; it
 sets OMP_WAIT_POLICY=PASSIVE unless told otherwise. With --json the last line is one JSON
@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 import seqtasks  # noqa: E402
 from seqtasks.io.checkpoint_files import CheckpointError  # noqa: E402
-from seqtasks.metrics.parseval import score_corpus  # noqa: E402
+from seqtasks.parsing.parseval import score_corpus  # noqa: E402
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
 from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 

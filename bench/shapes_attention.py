@@ -26,9 +26,9 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 import seqtasks  # noqa: E402
-from seqtasks.data.captions import load_image  # noqa: E402
-from seqtasks.data.shapes import Scene  # noqa: E402
-from seqtasks.metrics.shapes import attention_hits, read_caption  # noqa: E402
+from seqtasks.captioning.captions import load_image  # noqa: E402
+from seqtasks.captioning.judgements import attention_hits, read_caption  # noqa: E402
+from seqtasks.captioning.shapes import Scene  # noqa: E402
 
 SHIFTS = {"shape word": 0, "colour word (-1)": -1, "article (-2)": -2}
 

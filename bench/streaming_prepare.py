@@ -44,7 +44,7 @@ def preparation_speed(stdout: str, lines: int) -> tuple[float, float]:
 
 
 def prepare(corpus: str, threads_list: list[int]) -> dict:
-    command = [sys.executable, "-c", "import seqtasks.data.streaming.shards"]
+    command = [sys.executable, "-c", "import seqtasks.translation.streaming.shards"]
     _, import_s, import_rss = run_measured(command)
     results = {"import_only": {"wall_s": import_s, "peak_rss_mib": import_rss}}
     for threads in threads_list:

@@ -82,7 +82,7 @@ def test_sources(model, datamodule, n: int) -> list[list[int]]:
     """The first n test sources, encoded with the decoding model's own tokeniser when it has one
     (a checkpoint carries it), cut to the DataModule's max_length as in evaluation."""
     from seqtasks.data.text import read_lines
-    from seqtasks.data.translation import encode_source
+    from seqtasks.translation.data import encode_source
 
     tokenizer = getattr(model, "src_tokenizer", None) or datamodule.src_tokenizer
     split = datamodule.splits["test"]

@@ -1,4 +1,4 @@
-"""Gather captioned images into the layout `seqtasks.data.CaptionData` reads.
+"""Gather captioned images into the layout `seqtasks.captioning.data.CaptionData` reads.
 
     python data_prep/captions.py                                  # Flickr8k from its public copy
     python data_prep/captions.py --source ../shared/data/flickr8k_subset --out data/flickr8k
@@ -29,13 +29,13 @@ import sys
 import zipfile
 from pathlib import Path
 
-from seqtasks.cli.arguments import check_outputs
-from seqtasks.data.captions import (
+from seqtasks.captioning.captions import (
     CaptionedImage,
     check_image_name,
     read_caption_folder,
     read_karpathy,
 )
+from seqtasks.cli.arguments import check_outputs
 from seqtasks.data.text import read_lines
 from seqtasks.io.downloads import download
 from seqtasks.io.files import open_atomic, temporary_path, write_atomic

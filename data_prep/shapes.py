@@ -1,4 +1,4 @@
-"""Generate the shapes world (`seqtasks.data.shapes`): images, captions, scenes and splits.
+"""Generate the shapes world (`seqtasks.captioning.shapes`): images, captions, scenes and splits.
 
     python data_prep/shapes.py                          # level 3 into data/shapes
     python data_prep/shapes.py --out data/shapes1 --level 1 --seed 7
@@ -6,7 +6,7 @@
 
 Writes `images/*.png`, `captions.txt` (CSV image,caption), `splits.json` (train, val, test,
 holdout), `scenes.json` (every shape's kind, colour, size, cell and box) and `world.json` (the
-knobs and the seed) into --out: the layout `seqtasks.data.CaptionData` reads, and the one
+knobs and the seed) into --out: the layout `seqtasks.captioning.data.CaptionData` reads, and the one
 `ShapesData` writes on first use. The same arguments always give the same files.
 """
 
@@ -17,8 +17,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from seqtasks.captioning.shapes import LEVELS, write_world
 from seqtasks.cli.arguments import check_outputs, non_negative_int, positive_int
-from seqtasks.data.shapes import LEVELS, write_world
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from seqtasks.cli.arguments import check_outputs, positive_int
-from seqtasks.data.streaming.write import write_shards
 from seqtasks.data.tokenizer import SentencePieceTokenizer
+from seqtasks.translation.streaming.write import write_shards
 
 
 def text_file(folder: Path, name: str) -> Path:

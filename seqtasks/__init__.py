@@ -15,19 +15,21 @@ import sys
 
 __version__ = "0.1.0"
 
-_API = {"load", "Translator", "Parser", "Captioner", "Translation", "Parse", "Caption"}
-
 
 def __getattr__(name: str):
-    if name in _API:
-        from seqtasks import api
+    """`seqtasks.load`, and each task's model class and result type (`seqtasks.Translator`,
+    `seqtasks.Translation`, …: the names its model's module exports), imported when asked for."""
+    if name == "load":
+        from seqtasks.api import load
 
-        return getattr(api, name)
+        return load
+    from seqtasks.registry import tasks
+
+    for entry in tasks().values():
+        module = importlib.import_module(entry.path(entry.model).rpartition(".")[0])
+        if name in getattr(module, "__all__", ()):
+            return getattr(module, name)
     raise AttributeError(f"module 'seqtasks' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
 
 
 # Modules of 0.1 that configs and checkpoints name by class path (`seqtasks.schedules.

@@ -1,8 +1,8 @@
-"""`python -m seqtasks` is the `seqtasks` command (`seqtasks.commands`)."""
+"""`python -m seqtasks` is the `seqtasks` command (`seqtasks.cli.commands`)."""
 
 import sys
 
-from seqtasks.commands import main
+from seqtasks.cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -262,7 +262,7 @@ def run_command(monkeypatch, capsys):
     """run_command(*argv, stdin="") -> (exit status, stdout, stderr) of `seqtasks ARGV`, run in
     this process (a subprocess spends seconds importing torch); stdin is decoded by the command,
     as from a pipe."""
-    from seqtasks.commands import main
+    from seqtasks.cli.commands import main
 
     def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
@@ -276,7 +276,7 @@ def run_command(monkeypatch, capsys):
 
 def fit_in_process(*argv: str) -> None:
     """`seqtasks fit ARGV` in this process (for a module fixture: no `monkeypatch` there)."""
-    from seqtasks.commands import main
+    from seqtasks.cli.commands import main
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", ["seqtasks"])  # what jsonargparse names the program

@@ -18,7 +18,7 @@ from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.search import SearchSettings
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleMemory
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.task import TranslationTask
 
 TRANSFORMER = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 32}
 SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "Eine Frau."]
@@ -27,7 +27,7 @@ SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "E
 def translation(path, tokenizers, encoder=RNN, decoder=LUONG, seed=0, **settings):
     torch.manual_seed(seed)
     src, tgt = tokenizers
-    hparams = {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": encoder}
+    hparams = {"_class_path": "seqtasks.translation.task.TranslationTask", "encoder": encoder}
     hparams |= {"decoder": decoder, "src_vocab_size": src.vocab_size}
     hparams |= {"tgt_vocab_size": tgt.vocab_size, **settings}
     return save_checkpoint(TranslationTask, hparams, lambda m: m.set_tokenizers(src, tgt), path)
@@ -221,8 +221,8 @@ def test_a_sentence_longer_than_a_transformer_parser_reads_is_refused_or_skipped
     from conftest import load_script
     from test_bad_input import sample_trees
 
+    from seqtasks.parsing.task import ParsingTask
     from seqtasks.parsing.vocabulary import ParsingVocabulary
-    from seqtasks.tasks import ParsingTask
 
     encoder = {
         "class_path": "seqtasks.encoders.TransformerEncoder",
@@ -231,7 +231,7 @@ def test_a_sentence_longer_than_a_transformer_parser_reads_is_refused_or_skipped
     vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
     path = save_checkpoint(
         ParsingTask,
-        {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": encoder, "decoder": LUONG}
+        {"_class_path": "seqtasks.parsing.task.ParsingTask", "encoder": encoder, "decoder": LUONG}
         | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
         lambda model: model.set_vocabulary(vocabulary),
         tmp_path / "short.ckpt",
@@ -278,7 +278,7 @@ def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
     captioner.caption(pixels, beam=2, stop="heuristic")
     source = tmp_path / "src.de"
     source.write_text("Ein Hund.\n", encoding="utf-8")
-    from seqtasks.commands import translate
+    from seqtasks.translation import command as translate
 
     options = ["--checkpoint", str(checkpoints["rnn"]), "--input", str(source), "--beam", "2"]
     assert translate.main([*options, "--stop", "heuristic"]) == 0

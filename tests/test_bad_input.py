@@ -26,19 +26,23 @@ import pytest
 import torch
 from conftest import REPO, flickr8k_subset, load_script, save_checkpoint, write_toy_corpus
 
+from seqtasks.captioning.captions import load_image
+from seqtasks.captioning.data import CaptionData
+from seqtasks.captioning.metrics import score_captions
+from seqtasks.captioning.task import CaptioningTask
 from seqtasks.cli.main import main as seqtasks_main
-from seqtasks.data import CaptionData, ParsingData, TranslationData
-from seqtasks.data.captions import load_image
 from seqtasks.data.words import WordTokenizer
 from seqtasks.io import downloads
 from seqtasks.io.files import remove_stale_temporaries, temporary_path
 from seqtasks.io.plots import plot_bleu_by_length
-from seqtasks.metrics.captioning import score_captions
+from seqtasks.parsing.data import ParsingData
 from seqtasks.parsing.linearisation import linearise
+from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import clean_tree, read_treebank, to_line
 from seqtasks.parsing.vocabulary import ParsingVocabulary
-from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
+from seqtasks.translation.data import TranslationData
+from seqtasks.translation.task import TranslationTask
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -109,7 +113,11 @@ def checkpoints(toy_tokenizers, tmp_path_factory) -> dict[str, Path]:
     return {
         "translation": save_checkpoint(
             TranslationTask,
-            {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": RNN, "decoder": LUONG}
+            {
+                "_class_path": "seqtasks.translation.task.TranslationTask",
+                "encoder": RNN,
+                "decoder": LUONG,
+            }
             | sizes,
             lambda model: model.set_tokenizers(src, tgt),
             folder / "translation.ckpt",
@@ -124,7 +132,7 @@ def parsing_checkpoint(path: Path) -> Path:
     vocabulary = ParsingVocabulary.build(sample_trees(3), tags=False, reverse=False, min_count=1)
     return save_checkpoint(
         ParsingTask,
-        {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
+        {"_class_path": "seqtasks.parsing.task.ParsingTask", "encoder": RNN, "decoder": LUONG}
         | {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)},
         lambda model: model.set_vocabulary(vocabulary),
         path,
@@ -136,7 +144,7 @@ def captioning_checkpoint(path: Path) -> Path:
     words = WordTokenizer(["a", "dog", "runs"])
     return save_checkpoint(
         CaptioningTask,
-        {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV, "decoder": SOFT}
+        {"_class_path": "seqtasks.captioning.task.CaptioningTask", "encoder": CONV, "decoder": SOFT}
         | {"tgt_vocab_size": words.vocab_size, "max_caption_length": 4},
         lambda model: model.set_preprocessing(words, 32),
         path,
@@ -627,7 +635,7 @@ def test_evaluate_translation_writes_one_output_per_checkpoint_of_the_same_name(
 
 
 def test_output_names_for_several_checkpoints():
-    from seqtasks.evaluation.translation import output_paths as names
+    from seqtasks.translation.report import output_paths as names
 
     out = Path("out/hyp.txt")
     assert names(out, [Path("a/best.ckpt")]) == [out]
@@ -922,7 +930,7 @@ CONFIG_ERRORS = {
     "unknown key in the YAML": (
         ("max_tokens: 4096", "max_tokens: 4096\n    max_tokenz: 5"),
         [],
-        "data.init_args.max_tokenz: not a parameter of seqtasks.data.TranslationData",
+        "data.init_args.max_tokenz: not a parameter of seqtasks.translation.data.TranslationData",
     ),
     "wrong type in the YAML": (
         ("max_tokens: 4096", "max_tokens: many"),
@@ -937,7 +945,7 @@ CONFIG_ERRORS = {
     "unknown key on the command line": (
         None,
         ["--model.init_args.bogus", "1"],
-        "model.init_args.bogus: not a parameter of seqtasks.tasks.TranslationTask",
+        "model.init_args.bogus: not a parameter of seqtasks.translation.task.TranslationTask",
     ),
     "wrong type deep inside": (
         ("hidden_size: 512", "hidden_size: big"),
@@ -972,7 +980,7 @@ CONFIG_ERRORS = {
         "trainer.max_epochs: expected an int, got 'lots'",
     ),
     "misspelt class_path": (
-        ("seqtasks.data.TranslationData", "seqtasks.data.TranslationDat"),
+        ("seqtasks.translation.data.TranslationData", "seqtasks.data.TranslationDat"),
         [],
         "data.class_path: cannot use 'seqtasks.data.TranslationDat': module 'seqtasks.data' "
         "has no attribute 'TranslationDat'",

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import seqtasks.data.batching as batching
-from seqtasks.data import ParsingData, TranslationData
 from seqtasks.data.batch import Padding, pad, teacher_forcing
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seqtasks.parsing.data import ParsingData
+from seqtasks.translation.data import TranslationData
 
 
 def random_lengths(n: int = 500, seed: int = 0, high: int = 60) -> list[int]:

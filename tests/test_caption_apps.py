@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import REPO, fit_in_process, load_script, relabel
 
-from seqtasks.commands import evaluate
+from seqtasks.cli import evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +163,7 @@ def test_evaluate_captioning_scores_what_caption_wrote_as_it_scores_the_model(
     which needs the model's attention, left out."""
     import shutil
 
-    from seqtasks.data.captions import read_captions
+    from seqtasks.captioning.captions import read_captions
 
     checkpoint, data = shapes_model
     splits = read_captions(data)
@@ -201,7 +201,7 @@ def test_a_file_of_captions_that_will_not_do_is_named_with_its_line(
     """Each record an image of the holdout split, by path: with one record made unreadable the
     rest are scored and the status is 1 (as for a model); a missing image, a second record of
     one image and a line that is not a record are refused naming the file (and line)."""
-    from seqtasks.data.captions import read_captions
+    from seqtasks.captioning.captions import read_captions
 
     _, data = shapes_model
     images = read_captions(data)["holdout"]
@@ -245,8 +245,8 @@ def test_evaluate_captioning_scores_each_caption_against_its_own_image(
     references, however the batches fall."""
     from pycocoevalcap.cider.cider import Cider
 
-    from seqtasks.api import Caption, Captioner
-    from seqtasks.data.captions import read_captions
+    from seqtasks.captioning.captioner import Caption, Captioner
+    from seqtasks.captioning.captions import read_captions
 
     checkpoint, data = shapes_model
     images = read_captions(data)["holdout"]
@@ -275,8 +275,8 @@ def test_bench_shapes_attention_reports_hits_by_word(shapes_model, monkeypatch, 
     puts the peak of its attention on a cell whose centre lies in that shape's box behind every
     word but the colour, which looks at a cell in no shape's box, the bench must report 100 %,
     0 % and 100 % (the untrained model mentions no shape, so it could not tell a broken count)."""
-    from seqtasks.api import Caption, Captioner
-    from seqtasks.data.shapes import Scene
+    from seqtasks.captioning.captioner import Caption, Captioner
+    from seqtasks.captioning.shapes import Scene
 
     checkpoint, data = shapes_model
     scenes = json.loads((data / "scenes.json").read_text())

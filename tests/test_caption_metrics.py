@@ -11,7 +11,7 @@ import shutil
 import pytest
 from conftest import flickr8k_subset
 
-from seqtasks.metrics.captioning import bleu, cider_d, ptb_tokenize, score_captions
+from seqtasks.captioning.metrics import bleu, cider_d, ptb_tokenize, score_captions
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,16 @@ import timm
 import torch
 from conftest import flickr8k_subset
 
-from seqtasks.api import Captioner
 from seqtasks.attention.scores import AdditiveAttention
-from seqtasks.data import CaptionData, ShapesData
-from seqtasks.data.captions import load_image, read_captions
+from seqtasks.captioning.captioner import Captioner
+from seqtasks.captioning.captions import load_image, read_captions
+from seqtasks.captioning.data import CaptionData, ShapesData
+from seqtasks.captioning.task import CaptioningTask
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.data.words import WordTokenizer, words
 from seqtasks.decoders import SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder, TimmEncoder
 from seqtasks.search.hypothesis import Hypothesis
-from seqtasks.tasks import CaptioningTask
 
 
 def test_words_and_the_word_tokenizer():

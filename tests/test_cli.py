@@ -12,15 +12,12 @@ import torch
 import yaml
 from conftest import flickr8k_subset, prepare_ptb, subprocess_env
 
+from seqtasks.captioning.data import CaptionData, ShapesData
 from seqtasks.cli.main import main
-from seqtasks.data import (
-    CaptionData,
-    DatesData,
-    ParsingData,
-    ShapesData,
-    ShardedTranslationData,
-    TranslationData,
-)
+from seqtasks.parsing.data import ParsingData
+from seqtasks.translation.data import TranslationData
+from seqtasks.translation.dates import DatesData
+from seqtasks.translation.streaming.sharded_translation import ShardedTranslationData
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("**/*.yaml"))

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, subprocess_env
 
 import seqtasks
-from seqtasks.commands import main
+from seqtasks.cli.commands import main
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"
 NAMES = ["fit", "validate", "test", "predict", "translate", "parse", "caption", "evaluate"]
@@ -108,7 +108,7 @@ def test_help_imports_nothing_heavy():
     ]
     script = f"""
 import json, sys
-from seqtasks.commands import main
+from seqtasks.cli.commands import main
 for argv in {commands!r}:
     try:
         main(argv)
@@ -146,7 +146,7 @@ def test_argument_errors_are_said_at_once_without_importing_anything_heavy():
     ]
     script = f"""
 import json, sys
-from seqtasks.commands import main
+from seqtasks.cli.commands import main
 errors = []
 for argv in {commands!r}:
     try:

@@ -10,6 +10,7 @@ import torch
 from test_matrix import DECODERS, tiny
 
 from seqtasks.attention import MultiHeadAttention
+from seqtasks.captioning.task import CaptioningTask
 from seqtasks.data.tokenizer import BOS_ID, PAD_ID
 from seqtasks.decoders import (
     BahdanauDecoder,
@@ -20,8 +21,8 @@ from seqtasks.decoders import (
 )
 from seqtasks.encoders import PatchEncoder, RNNEncoder
 from seqtasks.layers.memory import Memory, lengths_to_mask
-from seqtasks.tasks import CaptioningTask, TranslationTask
-from seqtasks.training.callbacks import AttentionPlots
+from seqtasks.translation.attention_plots import AttentionPlots
+from seqtasks.translation.task import TranslationTask
 
 B, S, T, V, D = 3, 5, 4, 11, 8
 

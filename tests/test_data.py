@@ -9,11 +9,22 @@ import pytest
 import torch
 from conftest import write_toy_corpus
 
-from seqtasks.data import DatesData, TranslationData, train_sentencepiece
-from seqtasks.data.dates import generate, ordinal_suffix, ordinal_words, write_dates
 from seqtasks.data.text import read_lines, read_parallel
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, SentencePieceTokenizer
-from seqtasks.data.translation import collate
+from seqtasks.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SentencePieceTokenizer,
+    train_sentencepiece,
+)
+from seqtasks.translation.data import TranslationData, collate
+from seqtasks.translation.dates import (
+    DatesData,
+    generate,
+    ordinal_suffix,
+    ordinal_words,
+    write_dates,
+)
 
 # ---- text files -----------------------------------------------------------------------------
 
@@ -179,7 +190,7 @@ def test_collate_shifts_targets_and_masks_padding(toy_data_dir):
 
 
 def test_collate_directly():
-    from seqtasks.data.translation import Example
+    from seqtasks.translation.data import Example
 
     batch = collate(
         [(4, Example([5, 6, 7], [8], "a", "b")), (9, Example([5], [8, 9, 10], "c", "d"))]

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 import seqtasks
-from seqtasks.api import Model
-from seqtasks.commands import evaluate, parse, translate
+from seqtasks.api.model import Model
+from seqtasks.cli import evaluate
 from seqtasks.decoders import BahdanauDecoder, TransformerDecoder
+from seqtasks.parsing import command as parse
 from seqtasks.search.budget import (
     CPU_TOKENS,
     FEWEST_TOKENS,
@@ -21,6 +22,7 @@ from seqtasks.search.budget import (
     bytes_per_token,
 )
 from seqtasks.search.ensemble import EnsembleDecoder
+from seqtasks.translation import command as translate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"
 CUDA = torch.device("cuda")

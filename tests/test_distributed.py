@@ -22,8 +22,8 @@ from torch import nn
 
 import seqtasks.data.batching as batching
 from seqtasks.cli.main import main
-from seqtasks.data import TranslationData
 from seqtasks.data.batching import TokenBucketSampler, bucketed_loader
+from seqtasks.translation.data import TranslationData
 
 REPO = Path(__file__).resolve().parents[1]
 DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]

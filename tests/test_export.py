@@ -30,12 +30,12 @@ import torch.nn.functional as F
 from conftest import REPO, relabel
 from lightning.pytorch.cli import instantiate_module
 
-from seqtasks.api import Translator
 from seqtasks.data.batch import pad, teacher_forcing
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, train_sentencepiece
 from seqtasks.export import main
 from seqtasks.export.ctranslate2_search import length_limit, translate_as_seqtasks
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.task import TranslationTask
+from seqtasks.translation.translator import Translator
 
 TRANSFORMER = {"d_model": 32, "num_heads": 4, "ff_dim": 64, "dropout": 0.0, "max_positions": 260}
 MODELS = {  # name -> (encoder init_args, decoder init_args, task settings)
@@ -55,7 +55,7 @@ def part(class_path: str, **init_args) -> dict:
 
 def transformer_hparams(encoder: dict, decoder: dict, **settings) -> dict:
     return {
-        "_class_path": "seqtasks.tasks.TranslationTask",
+        "_class_path": "seqtasks.translation.task.TranslationTask",
         "encoder": part("seqtasks.encoders.TransformerEncoder", **{**TRANSFORMER, **encoder}),
         "decoder": part("seqtasks.decoders.TransformerDecoder", **{**TRANSFORMER, **decoder}),
         **settings,
@@ -223,7 +223,11 @@ REFUSED = {  # name -> (hparams, what the message must say)
         "its decoder uses self_attention: linear",
     ),
     "rnn": (
-        {"_class_path": "seqtasks.tasks.TranslationTask", "encoder": RNN, "decoder": LUONG},
+        {
+            "_class_path": "seqtasks.translation.task.TranslationTask",
+            "encoder": RNN,
+            "decoder": LUONG,
+        },
         "its encoder is a RNNEncoder",
     ),
     "rnn_decoder": (

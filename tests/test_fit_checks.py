@@ -18,9 +18,9 @@ from test_resume import dates_run
 
 import seqtasks
 from seqtasks.cli.main import SeqtasksCLI, main
-from seqtasks.data import DatesData
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.sources import open_model
+from seqtasks.translation.dates import DatesData
 
 REPO = Path(__file__).resolve().parents[1]
 dates_config = test_resume.dates_config  # the quick-start config, without attention plots
@@ -408,7 +408,7 @@ def transformer_dates(dates_dir: Path, root: Path, *extra: str) -> list[str]:
         str(REPO / "configs/translation/transformer.yaml"),
         f"--model.init_args.encoder.init_args={layers}",
         f"--model.init_args.decoder.init_args={layers}",
-        "--data=seqtasks.data.DatesData",
+        "--data=seqtasks.translation.dates.DatesData",
         f"--data.init_args.data_dir={dates_dir}",
         "--data.init_args.max_tokens=512",
         f"--trainer.default_root_dir={root}",

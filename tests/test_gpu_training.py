@@ -19,17 +19,16 @@ from conftest import REPO
 from test_export import save, source_pieces, transformer_hparams
 from test_translation_task import make_task
 
-from seqtasks.api import Translator
-from seqtasks.data import TranslationData
 from seqtasks.data.batch import Batch, Padding
-from seqtasks.data.translation import Example, collate
 from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
 from seqtasks.export import main as export
 from seqtasks.export.ctranslate2_search import translate_as_seqtasks
 from seqtasks.export.ctranslate2_spec import transformer_spec
-from seqtasks.tasks import TranslationTask
 from seqtasks.tasks.objective import Objective
+from seqtasks.translation.data import Example, TranslationData, collate
+from seqtasks.translation.task import TranslationTask
+from seqtasks.translation.translator import Translator
 
 RECIPE = REPO / "configs/translation/transformer_gpu.yaml"
 SIZES = dict(d_model=32, num_heads=4, num_layers=2, ff_dim=64)

@@ -7,7 +7,7 @@ import pytest
 import timm
 import torch
 
-from seqtasks.data.features import FeatureCache
+from seqtasks.captioning.features import FeatureCache
 from seqtasks.encoders import ConvEncoder, PatchEncoder, TimmEncoder
 from seqtasks.encoders.image import cell_coordinates
 from seqtasks.encoders.pretrained import (
@@ -194,7 +194,7 @@ def test_feature_cache_computes_once_and_reloads(tmp_path, lite0):
     again = FeatureCache(tmp_path / "cache", lite0.feature_key, 64)
     again.fill(paths, extract)
     assert calls == [1, 1, 1] and again[paths[2]].shape == (320, 2, 2)
-    from seqtasks.data.captions import load_image
+    from seqtasks.captioning.captions import load_image
 
     with torch.no_grad():
         expected = lite0.extract(load_image(paths[1], 64)[None])[0]

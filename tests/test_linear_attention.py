@@ -15,7 +15,7 @@ from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
 from seqtasks.layers.memory import Memory
 from seqtasks.search import beam_search
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.task import TranslationTask
 
 D, H = 16, 2
 
@@ -115,7 +115,7 @@ def test_checkpoint_hparams_with_the_string_form_still_build(name, chosen):
 
     settings = {"d_model": D, "num_heads": H, "num_layers": 1, "ff_dim": 16}
     hparams = {
-        "_class_path": "seqtasks.tasks.TranslationTask",
+        "_class_path": "seqtasks.translation.task.TranslationTask",
         "encoder": {
             "class_path": "seqtasks.encoders.TransformerEncoder",
             "init_args": {**settings, "self_attention": name},

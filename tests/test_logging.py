@@ -31,8 +31,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities._pytree import _tree_flatten
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from seqtasks.captioning.shapes import LEVELS, write_world
 from seqtasks.cli.main import SeqtasksCLI, main
-from seqtasks.data.shapes import LEVELS, write_world
 from seqtasks.io.plots import png_pixels
 from seqtasks.io.preparation import Preparation
 from seqtasks.metrics.formats import format_score, score_table
@@ -452,7 +452,7 @@ def test_the_shapes_world_says_what_it_generates_and_how_far_it_has_got(
 @pytest.mark.parametrize(
     "name, value, shown",
     [
-        ("test/exact_match", 10.0000001, "10.00 %"),  # computed × 100 (split_scores)
+        ("test/exact_match", 10.0000001, "10.00 %"),  # computed × 100 (a task's scores.py)
         ("val/attention_hits", 99.6875, "99.69 %"),
         ("val/malformed", 0.0, "0.00 %"),
         ("test/bleu", 31.5234, "31.52"),

@@ -28,7 +28,7 @@ import seqtasks.decoders
 import seqtasks.encoders
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
-from seqtasks.registry import TASKS as REGISTRY
+from seqtasks.registry import tasks
 
 TINY = {
     "embed_dim": 8,
@@ -43,7 +43,7 @@ TINY = {
     "project_dim": 8,
     "dropout": 0.0,
 }
-TASKS = {name: entry.task_class() for name, entry in REGISTRY.items()}
+TASKS = {name: entry.task_class() for name, entry in tasks().items()}
 
 
 def concrete_parts(package, base: type) -> list[type]:
@@ -132,15 +132,15 @@ def data_configs(toy_data_dir, tiny_ptb, tmp_path_factory) -> dict[str, dict]:
     counts = {f"num_{split}": 4 for split in ("train", "val", "test", "holdout")}
     return {
         "translation": {
-            "class_path": "seqtasks.data.TranslationData",
+            "class_path": "seqtasks.translation.data.TranslationData",
             "init_args": {"data_dir": str(toy_data_dir), "max_tokens": 400},
         },
         "parsing": {
-            "class_path": "seqtasks.data.ParsingData",
+            "class_path": "seqtasks.parsing.data.ParsingData",
             "init_args": {"data_dir": str(tiny_ptb), "test_split": "dev", "min_count": 1},
         },
         "captioning": {
-            "class_path": "seqtasks.data.ShapesData",
+            "class_path": "seqtasks.captioning.data.ShapesData",
             "init_args": {"data_dir": str(shapes), "level": 1, "batch_size": 4, **counts},
         },
     }
@@ -162,7 +162,10 @@ def config(
     return {
         "seed_everything": 0,
         "trainer": two_step_trainer(root),
-        "model": {"class_path": f"seqtasks.tasks.{TASKS[task].__name__}", "init_args": model},
+        "model": {
+            "class_path": f"{TASKS[task].__module__}.{TASKS[task].__name__}",
+            "init_args": model,
+        },
         "data": data,
     }
 

@@ -22,12 +22,14 @@ from PIL import Image
 from test_bad_input import LUONG, RNN, sample_trees
 
 import seqtasks
+from seqtasks.captioning.task import CaptioningTask
 from seqtasks.data.words import WordTokenizer
 from seqtasks.export import main as export
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.identity import NewerModelError
+from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.vocabulary import ParsingVocabulary
-from seqtasks.tasks import CaptioningTask, ParsingTask, TranslationTask
+from seqtasks.translation.task import TranslationTask
 
 SENTENCES = ["Ein Hund rennt.", "", "Zwei Männer spielen Fußball im Park.", "Eine Frau."]
 WORDS = ["The dog barked .", "Stocks rose sharply in early trading .", "He said no ."]
@@ -46,21 +48,21 @@ ALLOWED |= {"vocabulary.json"}
 
 def translator(path: Path, tokenizers, **parts) -> Path:
     src, tgt = tokenizers
-    hparams = {"_class_path": "seqtasks.tasks.TranslationTask", **parts}
+    hparams = {"_class_path": "seqtasks.translation.task.TranslationTask", **parts}
     hparams |= {"src_vocab_size": src.vocab_size, "tgt_vocab_size": tgt.vocab_size}
     return save_checkpoint(TranslationTask, hparams, lambda m: m.set_tokenizers(src, tgt), path)
 
 
 def captioner(path: Path, decoder: dict) -> Path:
     words = WordTokenizer(["a", "dog", "runs", "red", "circle"])
-    hparams = {"_class_path": "seqtasks.tasks.CaptioningTask", "encoder": CONV}
+    hparams = {"_class_path": "seqtasks.captioning.task.CaptioningTask", "encoder": CONV}
     hparams |= {"decoder": decoder, "tgt_vocab_size": words.vocab_size}
     return save_checkpoint(CaptioningTask, hparams, lambda m: m.set_preprocessing(words, 32), path)
 
 
 def parser(path: Path) -> Path:
     vocabulary = ParsingVocabulary.build(sample_trees(20), tags=True, reverse=True, min_count=1)
-    hparams = {"_class_path": "seqtasks.tasks.ParsingTask", "encoder": RNN, "decoder": LUONG}
+    hparams = {"_class_path": "seqtasks.parsing.task.ParsingTask", "encoder": RNN, "decoder": LUONG}
     hparams |= {"src_vocab_size": len(vocabulary.words), "tgt_vocab_size": len(vocabulary.tokens)}
     return save_checkpoint(ParsingTask, hparams, lambda m: m.set_vocabulary(vocabulary), path)
 

@@ -57,7 +57,7 @@ def config(root: Path, data: Path) -> dict:
             ],
         },
         "model": {
-            "class_path": "seqtasks.tasks.TranslationTask",
+            "class_path": "seqtasks.translation.task.TranslationTask",
             "init_args": {
                 "encoder": {"class_path": "seqtasks.encoders.TransformerEncoder", **part},
                 "decoder": {"class_path": "seqtasks.decoders.TransformerDecoder", **part},
@@ -70,7 +70,7 @@ def config(root: Path, data: Path) -> dict:
             },
         },
         "data": {
-            "class_path": "seqtasks.data.TranslationData",
+            "class_path": "seqtasks.translation.data.TranslationData",
             "init_args": {"data_dir": str(data), "max_tokens": 400},
         },
     }

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import Tensor
 
+from seqtasks.captioning.task import CaptioningTask
 from seqtasks.decoders import HardAttentionDecoder, SoftAttentionDecoder
 from seqtasks.decoders.base import DecoderOutput
 from seqtasks.encoders import ConvEncoder
 from seqtasks.layers.memory import Memory
-from seqtasks.tasks import CaptioningTask
 
 V, D = 7, 4
 

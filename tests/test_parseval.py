@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from nltk import Tree
 
-from seqtasks.metrics.parseval import (
+from seqtasks.parsing.parseval import (
     Status,
     bracketing,
     f1_by_length,

@@ -18,20 +18,20 @@ from nltk import Tree
 import seqtasks
 from seqtasks.cli.main import SeqtasksCLI
 from seqtasks.data.batch import pad
-from seqtasks.data.parsing import ParsingData, collate
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.encoders import RNNEncoder
 from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.metrics.parseval import score_corpus
 from seqtasks.parsing.constraint import BracketConstraint
+from seqtasks.parsing.data import ParsingData, collate
 from seqtasks.parsing.linearisation import delinearise, repair
+from seqtasks.parsing.parseval import score_corpus
+from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import read_treebank, read_trees, to_line
 from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary, unknown_word_class
 from seqtasks.search import beam_search
 from seqtasks.search.hypothesis import max_lengths
 from seqtasks.search.single_path import greedy, sample
-from seqtasks.tasks.parsing import ParsingTask
 
 
 @pytest.fixture(scope="module")
@@ -351,7 +351,7 @@ PUNCTUATION_TAGS = {",", ":", "``", "''", "."}  # COLLINS.prm's DELETE_LABEL, ro
 def labelled_spans(tree: Tree, deleted: set[int]) -> Counter:
     """Brackets (label, first, last + 1) of every constituent above the preterminals but the
     TOP root, over the words left once the word positions in `deleted` are gone: computed from
-    nltk's tree positions, not the way `seqtasks.metrics.parseval` walks the tree."""
+    nltk's tree positions, not the way `seqtasks.parsing.parseval` walks the tree."""
     leaves = tree.treepositions("leaves")
     kept = [i for i in range(len(leaves)) if i not in deleted]
     rank = {i: r for r, i in enumerate(kept)}

@@ -18,15 +18,15 @@ from torch import Tensor
 
 from seqtasks.api import load as seqtasks_load
 from seqtasks.cli.main import SeqtasksCLI, main
-from seqtasks.data import DatesData
 from seqtasks.data.batching import bucketed_loader
 from seqtasks.decoders import BahdanauDecoder
 from seqtasks.encoders import RNNEncoder
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.averaging import average_checkpoints
 from seqtasks.model_files.sources import open_model
-from seqtasks.tasks import TranslationTask
 from seqtasks.training.checkpoints import AtomicCheckpointIO
+from seqtasks.translation.dates import DatesData
+from seqtasks.translation.task import TranslationTask
 
 REPO = Path(__file__).resolve().parents[1]
 DATES = REPO / "configs" / "translation" / "dates.yaml"

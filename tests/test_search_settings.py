@@ -11,7 +11,7 @@ from test_bad_input import LUONG, RNN
 from seqtasks.decoders import LuongDecoder
 from seqtasks.encoders import RNNEncoder
 from seqtasks.search import SearchSettings
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.task import TranslationTask
 
 TASK = SearchSettings(5, 1.0, "exact", 1.5, 10)
 

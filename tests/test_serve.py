@@ -190,34 +190,48 @@ def checkpoints(toy_data_dir, ptb_dir, tmp_path_factory, monkeypatch_module) -> 
         "translation": fit(
             root / "translation",
             part(
-                "seqtasks.tasks.TranslationTask",
+                "seqtasks.translation.task.TranslationTask",
                 encoder=part("seqtasks.encoders.TransformerEncoder", **TRANSFORMER),
                 decoder=part("seqtasks.decoders.TransformerDecoder", **TRANSFORMER),
                 val_beam=1,
                 test_beam=2,  # what a request without a beam gets
             ),
-            part("seqtasks.data.TranslationData", data_dir=str(toy_data_dir), max_tokens=400),
+            part(
+                "seqtasks.translation.data.TranslationData",
+                data_dir=str(toy_data_dir),
+                max_tokens=400,
+            ),
         ),
         "parsing": fit(
             root / "parsing",
             part(
-                "seqtasks.tasks.ParsingTask",
+                "seqtasks.parsing.task.ParsingTask",
                 encoder=part("seqtasks.encoders.RNNEncoder", **RNN),
                 decoder=part("seqtasks.decoders.BahdanauDecoder", readout_dim=8, **RNN),
                 val_beam=1,
             ),
-            part("seqtasks.data.ParsingData", data_dir=str(trees), test_split="dev", min_count=1),
+            part(
+                "seqtasks.parsing.data.ParsingData",
+                data_dir=str(trees),
+                test_split="dev",
+                min_count=1,
+            ),
         ),
         "captioning": fit(
             root / "captioning",
             part(
-                "seqtasks.tasks.CaptioningTask",
+                "seqtasks.captioning.task.CaptioningTask",
                 encoder=part("seqtasks.encoders.PatchEncoder", patch=8, channels=[8, 8]),
                 decoder=part("seqtasks.decoders.SoftAttentionDecoder", embed_dim=8, hidden_size=8),
                 val_beam=1,
                 max_caption_length=6,
             ),
-            part("seqtasks.data.ShapesData", data_dir=str(root / "shapes"), level=1, **shapes),
+            part(
+                "seqtasks.captioning.data.ShapesData",
+                data_dir=str(root / "shapes"),
+                level=1,
+                **shapes,
+            ),
         ),
     }
 
@@ -844,8 +858,8 @@ def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
     from types import SimpleNamespace
 
     from seqtasks.api.model import Model
-    from seqtasks.serving.endpoints import ModelEndpoint
-    from seqtasks.serving.requests import TranslateRequest
+    from seqtasks.serving.endpoint import ModelEndpoint
+    from seqtasks.translation.endpoint import TranslateRequest
 
     class NoAttentionDecoder:
         pass

@@ -23,13 +23,14 @@ from fastapi.responses import JSONResponse
 from PIL import Image
 from pydantic import ValidationError
 
-from seqtasks.data.captions import load_image
+from seqtasks.captioning.captions import load_image
+from seqtasks.captioning.endpoint import form_settings
+from seqtasks.parsing.endpoint import ParseRequest
 from seqtasks.serving.batching import RequestError
-from seqtasks.serving.endpoints import form_settings
 from seqtasks.serving.images import read_image
-from seqtasks.serving.requests import ParseRequest, TranslateRequest
 from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import FALLBACK, validation_error_answer
+from seqtasks.translation.endpoint import TranslateRequest
 
 JSON = "application/json"
 CURL_D = "application/x-www-form-urlencoded"

@@ -18,12 +18,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from test_serve_fuzz import IMAGE, Captioner, bomb, png
 
+from seqtasks.captioning.endpoint import CaptionSettings, form_settings
 from seqtasks.devices import DeviceError
+from seqtasks.parsing.endpoint import ParseRequest
 from seqtasks.serving import main
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
-from seqtasks.serving.endpoints import Limits, ModelEndpoint, form_settings
+from seqtasks.serving.endpoint import Limits, ModelEndpoint
 from seqtasks.serving.images import read_image
-from seqtasks.serving.requests import CaptionSettings, ParseRequest, TranslateRequest
 from seqtasks.serving.server import accelerator
 from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import (
@@ -33,6 +34,7 @@ from seqtasks.serving.validation import (
     validation_error_answer,
 )
 from seqtasks.serving.workers import WorkerSetupError, report_setup_failure, wait_for_workers
+from seqtasks.translation.endpoint import TranslateRequest
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 
@@ -353,7 +355,7 @@ def test_a_max_length_within_what_the_encoder_reads_is_taken(max_length, positio
 
 
 def translate_endpoint(max_length: int, positions: int | None) -> ModelEndpoint:
-    from seqtasks.serving.endpoints import TranslateEndpoint
+    from seqtasks.translation.endpoint import TranslateEndpoint
 
     endpoint = TranslateEndpoint(["x.ckpt"], Limits(max_length=max_length), None, 8, 0.01)
     endpoint.model = SimpleNamespace(

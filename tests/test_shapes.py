@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from seqtasks.data import ShapesData
-from seqtasks.data.shapes import (
+from seqtasks.captioning.data import ShapesData
+from seqtasks.captioning.judgements import Judgement, attention_hits, judge, read_caption, summarise
+from seqtasks.captioning.shapes import (
     GRID,
     LEVELS,
     LOCATIONS,
@@ -22,7 +23,6 @@ from seqtasks.data.shapes import (
     sample_scene,
     write_world,
 )
-from seqtasks.metrics.shapes import Judgement, attention_hits, judge, read_caption, summarise
 
 
 def test_same_seed_same_world_other_seed_other_world():
@@ -180,7 +180,7 @@ def test_shapes_data_writes_once_and_refuses_another_world(tmp_path):
 
 def test_write_world_layout_reads_back(tmp_path):
     write_world(tmp_path, LEVELS[1], {"train": 4, "val": 2}, seed=3)
-    from seqtasks.data.captions import read_captions
+    from seqtasks.captioning.captions import read_captions
 
     splits = read_captions(tmp_path)
     assert [image.name for image in splits["val"]] == ["val_00000.png", "val_00001.png"]

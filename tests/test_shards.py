@@ -17,14 +17,16 @@ import pytest
 import torch
 from conftest import REPO, subprocess_env, write_toy_corpus
 
-import seqtasks.data.streaming.shards as shards
-from seqtasks.data import ShardedTranslationData, TranslationData, train_sentencepiece
-from seqtasks.data.streaming.shards import MANIFEST
-from seqtasks.data.streaming.write import stream_lines, write_shards
+import seqtasks.translation.streaming.shards as shards
 from seqtasks.data.text import read_lines
+from seqtasks.data.tokenizer import train_sentencepiece
 from seqtasks.decoders import LuongDecoder
 from seqtasks.encoders import RNNEncoder
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.data import TranslationData
+from seqtasks.translation.streaming.sharded_translation import ShardedTranslationData
+from seqtasks.translation.streaming.shards import MANIFEST
+from seqtasks.translation.streaming.write import stream_lines, write_shards
+from seqtasks.translation.task import TranslationTask
 
 LANGS = ("de", "en")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, subprocess_env
 
-from seqtasks.commands import main
+from seqtasks.cli.commands import main
 
 MODEL = REPO / "tests/fixtures/before_identity/translation_transformer.ckpt"  # dates, tiny
 DATES = "the first of may 2001\nsunday 30 jul 1995\n"

@@ -12,14 +12,14 @@ import sacrebleu
 import torch
 from conftest import validate_counting_encodings
 
-from seqtasks.api import Translator
 from seqtasks.attention.scores import GeneralAttention
-from seqtasks.data import TranslationData
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
 from seqtasks.search import run_batches
-from seqtasks.tasks import TranslationTask
+from seqtasks.translation.data import TranslationData
+from seqtasks.translation.task import TranslationTask
+from seqtasks.translation.translator import Translator
 
 
 def make_task(tokenizers, decoder="bahdanau", **kwargs) -> TranslationTask:
@@ -141,7 +141,7 @@ def test_translate_n_best_and_attention(translator, multi30k_lines):
 
 
 def test_tokenisers_must_match_the_vocabularies(task, toy_tokenizers):
-    from seqtasks.data import train_sentencepiece
+    from seqtasks.data.tokenizer import train_sentencepiece
 
     src, _ = toy_tokenizers
     smaller = train_sentencepiece(["ein hund läuft", "zwei katzen schlafen"] * 20, 30)

@@ -5,21 +5,12 @@ model = seqtasks.load("best.ckpt")             # a Translator, Parser or Caption
 model = seqtasks.load("models/de-en")          # a model folder (seqtasks export --to folder)
 model = seqtasks.load("hf://ORG/NAME")         # a model folder on the Hugging Face Hub
 model.translate(["Ein Hund rennt."])           # / .parse(sentences) / .caption(images)
+
+What every model shares is `Model`; each task's own class (and its result type) lives in the
+task's package (`seqtasks.translation.translator`, …).
 """
 
-from seqtasks.api.captioner import Caption, Captioner
 from seqtasks.api.load import load
 from seqtasks.api.model import Model
-from seqtasks.api.parser import Parse, Parser
-from seqtasks.api.translator import Translation, Translator
 
-__all__ = [
-    "Caption",
-    "Captioner",
-    "Model",
-    "Parse",
-    "Parser",
-    "Translation",
-    "Translator",
-    "load",
-]
+__all__ = ["Model", "load"]

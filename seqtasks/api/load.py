@@ -7,29 +7,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from seqtasks.api.captioner import Captioner
-from seqtasks.api.parser import Parser
-from seqtasks.api.translator import Translator
+from seqtasks.api.model import Model
 from seqtasks.devices import check_device
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.identity import fingerprint_difference
 from seqtasks.model_files.sources import ModelSource, Reference, open_model
-from seqtasks.registry import TASKS
+from seqtasks.registry import tasks
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
 
 
 def load(
     model: Reference | Sequence[Reference], device: str = "auto", task: str | None = None
-) -> Translator | Parser | Captioner:
-    """The model a checkpoint, a model folder or an `hf://ORG/NAME[@REVISION]` name holds, as a
-    `Translator`, `Parser` or `Captioner` by the task it was trained for, in eval mode on
-    `device` ("auto": a GPU when one is visible, else the CPU; or "cpu", "cuda", "cuda:1" …).
+) -> Model:
+    """The model a checkpoint, a model folder or an `hf://ORG/NAME[@REVISION]` name holds, as
+    the model class of the task it was trained for (a `Translator`, `Parser`, `Captioner`, …),
+    in eval mode on `device` ("auto": a GPU when one is visible, else the CPU; or "cpu",
+    "cuda", "cuda:1" …).
 
     Given several, an ensemble: at every search step the members' log-probabilities are
     averaged (`seqtasks.search.ensemble`). Members may differ in architecture but must be of
     one task and share their tokenisers (and, for captioning, the image size); the first one's
     search settings (`test_beam`, length penalty, length limits) apply. With `task`
-    ("translation", "parsing", "captioning"), a model of another task is refused by name.
+    (its name: "translation", …), a model of another task is refused by name.
 
     Raises:
         DeviceError: for an unknown device, or one that is not here, before any file is read.
@@ -43,7 +42,7 @@ def load(
     references = [model] if isinstance(model, (str, Path)) else list(model)
     sources = [open_model(reference) for reference in references]
     check_members(sources, task)
-    entry = TASKS[sources[0].task]
+    entry = tasks()[sources[0].task]
     members = [source.build(device) for source in sources]
     first = members[0]
     if len(members) > 1:

@@ -21,7 +21,7 @@ from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from seqtasks.search import Hypothesis, SearchSettings, run_batches
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
-from seqtasks.tasks import EncoderDecoderTask
+from seqtasks.tasks.base import EncoderDecoderTask
 
 R = TypeVar("R")  # a result type: Translation, Parse or Caption
 

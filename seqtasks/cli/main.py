@@ -41,7 +41,6 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-import seqtasks.tasks  # noqa: F401 (the task classes, so that `--model TranslationTask` finds one)
 from seqtasks.cli.accelerators import check_accelerator
 from seqtasks.cli.checkpoint_paths import best_checkpoint, last_checkpoint, point_at_last
 from seqtasks.cli.config_errors import SeqtasksParser
@@ -50,7 +49,7 @@ from seqtasks.devices import DeviceError
 from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint, require_task
 from seqtasks.io.outputs import OutputError
 from seqtasks.metrics.formats import score_table
-from seqtasks.registry import task_of
+from seqtasks.registry import task_of, tasks
 from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.training.compatibility import check_identity
 from seqtasks.training.host_memory import keep_freed_memory
@@ -241,7 +240,16 @@ def _exit_with(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def import_task_classes() -> None:
+    """Import every task's LightningModule and DataModules, so that a config may name them by
+    their class name alone (`--model TranslationTask`, `--data DatesData`)."""
+    for entry in tasks().values():
+        for path in (entry.task, *entry.data):
+            entry.imported(path)
+
+
 def main(args: list[str] | None = None) -> None:
+    import_task_classes()
     keep_freed_memory()
     silence_known_noise()
     STARTUP.hold()

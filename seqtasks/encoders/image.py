@@ -86,7 +86,7 @@ class TimmEncoder(GridEncoder):
 
     A frozen backbone (`fine_tune` false) stays in eval mode, so its batch-norm statistics are
     those it was trained with, and its feature maps can be computed once and cached
-    (`feature_key` names them; see `seqtasks.data.features`).
+    (`feature_key` names them; see `seqtasks.captioning.features`).
 
     Args:
         model_name: the timm model.

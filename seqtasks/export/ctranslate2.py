@@ -32,7 +32,7 @@ from seqtasks.export.staging import (
 )
 from seqtasks.model_files.hub import is_hub_name
 from seqtasks.model_files.sources import Reference, open_model
-from seqtasks.registry import TASKS
+from seqtasks.registry import tasks
 
 # What the weights are, in words, where the option's name does not say it.
 WEIGHTS = {"none": "float32, as trained"}
@@ -49,7 +49,7 @@ def load_translation_task(model: Reference) -> Any:
         ExportError: for a model of another task.
     """
     source = open_model(model)
-    entry = TASKS[source.task]
+    entry = tasks()[source.task]
     if entry.not_exported is not None:
         raise ExportError(
             f"{source.where} is a {source.task} {source.kind} and cannot be exported to "

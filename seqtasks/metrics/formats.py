@@ -3,9 +3,9 @@ results of `seqtasks validate` and `test`):
 
     test/exact_match 10.00 %    test/bleu 31.52    test/loss 1.234
 
-Every score is computed on the 0–100 scale papers print (`split_scores`): a share of examples
-or words is a percentage and says so; BLEU, chrF, CIDEr-D and EVALB's F1, recall and precision
-are points, with 2 decimals; a loss (per target token) has 4 significant digits.
+Every score is computed on the 0–100 scale papers print (each task's `scores.py`): a share of
+examples or words is a percentage and says so; BLEU, chrF, CIDEr-D and EVALB's F1, recall and
+precision are points, with 2 decimals; a loss (per target token) has 4 significant digits.
 """
 
 from __future__ import annotations

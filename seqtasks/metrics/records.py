@@ -106,3 +106,9 @@ class RecordMetric(Metric, Generic[R]):
 
     def score(self, records: list[R]) -> dict[str, float]:
         raise NotImplementedError
+
+
+def loss_per_token(records: list) -> dict[str, float]:
+    """`loss`: the split's objective per target token, each example counted once."""
+    tokens = sum(record.tokens for record in records)
+    return {"loss": sum(record.loss for record in records) / max(tokens, 1)}

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from seqtasks.registry import tasks
+
 PIPELINE_TAGS = {  # the Hub's names for what each task does
     "translation": "translation",
     "captioning": "image-to-text",
@@ -141,7 +143,7 @@ def model_card(config: dict[str, Any], name: str = "this model") -> str:
         "```",
         "",
         "```bash",
-        f"seqtasks {COMMANDS.get(task, task)} --checkpoint hf://ORG/NAME …",
+        f"seqtasks {command_name(task)} --checkpoint hf://ORG/NAME …",
         "seqtasks serve hf://ORG/NAME",
         "```",
         "",
@@ -157,10 +159,13 @@ def model_card(config: dict[str, Any], name: str = "this model") -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"translation": "translate", "parsing": "parse", "captioning": "caption"}
+def command_name(task: str) -> str:
+    """The `seqtasks` command that runs a model of `task` (its name if it has none)."""
+    entry = tasks().get(task)
+    return entry.command.name if entry and entry.command else task
 
 
 def type_name(task: str) -> str:
-    return {"translation": "Translator", "parsing": "Parser", "captioning": "Captioner"}.get(
-        task, "model"
-    )
+    """The class `seqtasks.load` returns for a model of `task`."""
+    entry = tasks().get(task)
+    return entry.model.rpartition(".")[2] if entry else "model"

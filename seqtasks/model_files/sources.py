@@ -17,7 +17,7 @@ from torch import Tensor
 from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint
 from seqtasks.model_files.identity import Identity, NewerModelError, identity_of
 from seqtasks.model_files.spec import ParsedSpec, Spec, SpecError, from_hparams, imported
-from seqtasks.registry import TASKS
+from seqtasks.registry import tasks
 
 Reference = str | Path  # a checkpoint file, a model folder, or an hf:// name
 
@@ -167,7 +167,7 @@ def open_model(reference: Reference) -> ModelSource:
 def checkpoint_source(checkpoint: dict[str, Any], path: Path, where: str) -> ModelSource:
     """The model a checkpoint holds (as `read_checkpoint` read it from `path`), unchecked."""
     identity = identity_of(checkpoint, where)
-    entry = TASKS.get(identity.task)
+    entry = tasks().get(identity.task)
     hparams = checkpoint.get("hyper_parameters") or {}
     spec = from_hparams(hparams, entry.task_class() if entry else object)
     stored = {k: v for k, v in checkpoint["seqtasks"].items() if k != "task"}
@@ -178,7 +178,7 @@ def checkpoint_source(checkpoint: dict[str, Any], path: Path, where: str) -> Mod
 def checked(source: ModelSource) -> ModelSource:
     """`source` once its task is one seqtasks knows and its specification one it can build
     (`ModelSource.parsed`); raises as `open_model` does."""
-    if source.task not in TASKS:
+    if source.task not in tasks():
         raise CheckpointError(
             f"{source.where}: a {source.task!r} model, which seqtasks cannot load"
         )

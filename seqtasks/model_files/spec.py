@@ -19,7 +19,9 @@ from typing import Any
 
 from seqtasks.io.checkpoint_files import CheckpointError
 
-Spec = dict[str, Any]  # {"class_path": "seqtasks.tasks.TranslationTask", "init_args": {...}}
+Spec = dict[
+    str, Any
+]  # {"class_path": "seqtasks.translation.task.TranslationTask", "init_args": {...}}
 Path_ = tuple[str, ...]  # keys from the task down, without the "init_args" between them
 
 

@@ -1,2 +1,21 @@
-"""Constituency parsing as translation: trees, their bracket sequences, vocabularies, the
-output grammar."""
+"""Constituency parsing as translation (Vinyals et al. 2015): trees, their bracket sequences,
+vocabularies and the output grammar, its LightningModule, the `Parser` that `seqtasks.load`
+returns, `seqtasks parse`, `seqtasks evaluate parsing` (EVALB's conventions) and the /parse
+endpoint."""
+
+from seqtasks.registry import Command, TaskEntry
+
+TASK = TaskEntry(
+    __name__,
+    "parsing",
+    task=".task.ParsingTask",
+    model=".parser.Parser",
+    stored=("vocabulary",),
+    stored_as="vocabularies",
+    data=(".data.ParsingData",),
+    command=Command("parse", "parse text into Penn Treebank trees", ".command"),
+    evaluation=".evaluation",
+    endpoint=".endpoint.ParseEndpoint",
+    not_exported="its search must follow the bracket grammar (a `Constraint`), which "
+    "CTranslate2's search cannot apply",
+)

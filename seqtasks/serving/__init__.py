@@ -7,9 +7,10 @@ batching (requests that arrive together share one model call).
 
 Modules: `requests` (the JSON bodies, validated by FastAPI), `validation` (the answers to bodies
 FastAPI refuses), `uploads` (an image body or form), `images` (an upload's size and pixels),
-`batching` (one model call per search setting; bad requests answered alone), `endpoints` (the
-three tasks), `workers` (serving only once every worker is ready), `server` (the LitServer for a
-set of checkpoints), `command` (the command line).
+`batching` (one model call per search setting; bad requests answered alone), `endpoint` (what
+every task's endpoint shares; each task's own is its `endpoint.py`), `workers` (serving only
+once every worker is ready), `server` (the LitServer for a set of checkpoints), `command` (the
+command line).
 docs/serving.md has the endpoints, the errors and the measured throughput.
 """
 

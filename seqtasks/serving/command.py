@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
 def settings_of(args: argparse.Namespace, key: str | None = None) -> ServerSettings:
     """The server's settings: the options given, the defaults for the rest; `key` what
     requests must send (None: an open server)."""
-    from seqtasks.serving.endpoints import Limits
+    from seqtasks.serving.endpoint import Limits
     from seqtasks.serving.server import ServerSettings
 
     megapixels = args.max_megapixels

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 if TYPE_CHECKING:
-    from seqtasks.serving.endpoints import Limits
+    from seqtasks.serving.endpoint import Limits
     from seqtasks.serving.server import Served
 
 STATIC = files("seqtasks.serving") / "static"

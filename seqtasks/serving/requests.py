@@ -1,5 +1,6 @@
-"""What clients send to /translate and /parse: JSON bodies that FastAPI checks against these
-models in the HTTP process, before anything is queued for a model. A body that is not JSON, a
+"""What clients send to the endpoints (each task's request is in its `endpoint.py`): JSON bodies
+that FastAPI checks against these models in the HTTP process, before anything is queued for a
+model. A body that is not JSON, a
 missing or misspelt field, a wrong type (`"sentences": "a string"`, `[1, 2]`), an empty list, a
 beam out of range, text that is not valid Unicode (a lone `\\ud800` escape) or a token that
 cannot be a leaf of a tree (empty, or holding white space) is answered there with 422 and an
@@ -13,10 +14,7 @@ This module must not use `from __future__ import annotations`: FastAPI reads the
 
 import json
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from seqtasks.data.text import check_text
-from seqtasks.parsing.ptb_text import check_tokens
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_BEAM = 16
 SEND_JSON = "send a JSON object, with Content-Type: application/json"
@@ -68,45 +66,3 @@ class SearchRequest(BaseModel):
 def attention_flag() -> bool:
     """Whether the answer carries attention weights: a JSON true or false (not 1 or "true")."""
     return Field(False, strict=True)
-
-
-class TranslateRequest(SearchRequest):
-    """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1, "attention": false}`: raw
-    sentences; `attention` adds each best translation's attention matrix and pieces."""
-
-    sentences: list[str] = Field(min_length=1)
-    attention: bool = attention_flag()
-
-    @field_validator("sentences")
-    @classmethod
-    def valid_text(cls, sentences: list[str]) -> list[str]:
-        for i, sentence in enumerate(sentences):
-            check_text(sentence, f"sentence {i}")
-        return sentences
-
-
-class ParseRequest(SearchRequest):
-    """`{"sentences": ["He left ."], "beam": 10}`: each sentence a string (split into PTB
-    tokens) or a list of tokens (taken as they are, so each must be a word: not empty, and
-    without white space)."""
-
-    sentences: list[str | list[str]] = Field(min_length=1)
-
-    @field_validator("sentences")
-    @classmethod
-    def valid_words(cls, sentences: list[str | list[str]]) -> list[str | list[str]]:
-        for i, sentence in enumerate(sentences):
-            if isinstance(sentence, str):
-                check_text(sentence, f"sentence {i}")
-                continue
-            for j, token in enumerate(sentence):
-                check_text(token, f"sentence {i}, token {j}")
-            check_tokens(sentence, f"sentence {i}")
-        return sentences
-
-
-class CaptionSettings(SearchRequest):
-    """The form fields an image upload may carry beside the image (`beam`, `n_best`,
-    `attention`: "true" adds each word's attention over the image grid)."""
-
-    attention: bool = attention_flag()

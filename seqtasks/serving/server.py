@@ -27,9 +27,9 @@ from fastapi.responses import JSONResponse
 from seqtasks.api.load import check_members
 from seqtasks.devices import check_device
 from seqtasks.model_files.sources import open_model
-from seqtasks.registry import TASKS
+from seqtasks.registry import tasks
 from seqtasks.serving import access, page, validation
-from seqtasks.serving.endpoints import Limits, ModelEndpoint, default_threads
+from seqtasks.serving.endpoint import Limits, ModelEndpoint, default_threads
 from seqtasks.serving.workers import CheckedServer
 
 
@@ -109,9 +109,14 @@ def build_server(
     description of the models (`page`), behind `settings.key` (`access`), without FastAPI's
     generated docs pages."""
     groups = {task: g if isinstance(g, Served) else Served(g, g) for task, g in groups.items()}
-    unknown = sorted(set(groups) - set(TASKS))
+    unknown = sorted(set(groups) - set(tasks()))
     if unknown:
         raise ValueError(f"cannot serve {', '.join(unknown)} checkpoints")
+    unserved = sorted(task for task in groups if tasks()[task].endpoint is None)
+    if unserved:
+        raise ValueError(
+            f"cannot serve {', '.join(unserved)} checkpoints: the task declares no endpoint"
+        )
     kind, devices = accelerator(settings.device)
     threads = default_threads(settings.workers_per_device) if kind == "cpu" else None
     with warnings.catch_warnings():  # with --max-batch-size 1, LitServe never batches: fine
@@ -146,8 +151,8 @@ def build_server(
 def add_missing_endpoints(server: ls.LitServer, groups: Mapping[str, Served]) -> None:
     """Routes for the endpoints of the tasks not loaded, answering 404 with what is served."""
     served = ", ".join(f"POST {endpoint(task).path}" for task in groups)
-    for task in TASKS:
-        if task in groups:
+    for task, entry in tasks().items():
+        if task in groups or entry.endpoint is None:
             continue
         path = endpoint(task).path
         message = (
@@ -161,7 +166,7 @@ def add_missing_endpoints(server: ls.LitServer, groups: Mapping[str, Served]) ->
 
 def endpoint(task: str) -> type[ModelEndpoint]:
     """The endpoint class of `task` (`seqtasks.registry`)."""
-    return TASKS[task].endpoint_class()
+    return tasks()[task].endpoint_class()
 
 
 def _not_found(message: str):

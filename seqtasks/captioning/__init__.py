@@ -1,0 +1,19 @@
+"""Image captioning: Flickr8k/30k and the generated shapes world, its LightningModule, the
+`Captioner` that `seqtasks.load` returns, `seqtasks caption`, `seqtasks evaluate captioning`
+(coco-caption's BLEU and CIDEr-D, the shapes world's judgements) and the /caption endpoint."""
+
+from seqtasks.registry import Command, TaskEntry
+
+TASK = TaskEntry(
+    __name__,
+    "captioning",
+    task=".task.CaptioningTask",
+    model=".captioner.Captioner",
+    stored=("vocabulary", "image_size"),
+    stored_as="vocabulary",
+    data=(".data.CaptionData", ".data.ShapesData"),
+    command=Command("caption", "caption images, one JSON line each", ".command"),
+    evaluation=".evaluation",
+    endpoint=".endpoint.CaptionEndpoint",
+    not_exported="its encoder reads images, and CTranslate2's Transformer reads tokens",
+)

@@ -1,0 +1,122 @@
+"""The `seqtasks` command: Lightning's CLI for training, and commands for a trained checkpoint.
+
+    seqtasks fit --config configs/translation/dates.yaml      # fit | validate | test | predict
+    seqtasks translate --checkpoint best.ckpt < in.txt         # translate | parse | caption
+    seqtasks evaluate translation --checkpoint best.ckpt --src … --ref …
+    seqtasks serve best.ckpt --port 8000
+
+`seqtasks --help` lists the commands, `seqtasks COMMAND --help` gives one's options. A command
+is a module with `main(argv) -> int` (the exit status). Its module imports at the top only what
+its argument parser needs (`seqtasks.cli.arguments`, which imports no torch), and the rest where
+the work starts, after the arguments are parsed: so `--help` answers at once, without the
+seconds that torch and Lightning take to import (tests/test_commands.py checks it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import seqtasks
+from seqtasks.cli.arguments import did_you_mean
+from seqtasks.cli.streams import at_the_edges
+from seqtasks.registry import Command, tasks
+
+USAGE = "usage: seqtasks COMMAND [ARGS ...]"
+
+
+# Lightning's CLI (seqtasks/cli/main.py) reads the subcommand itself: its `main` gets it too.
+LIGHTNING = {
+    command.name: command
+    for command in (
+        Command("fit", "train a model described by a YAML config (--config F.yaml)", ""),
+        Command("validate", "score a model on the validation split", ""),
+        Command("test", "score a model on the test split", ""),
+        Command("predict", "run a model over the data's predict split", ""),
+    )
+}
+GENERIC = (
+    Command(
+        "evaluate",
+        "score checkpoints the way their field does (sacreBLEU, EVALB, CIDEr-D)",
+        "seqtasks.cli.evaluate",
+    ),
+    Command("average", "average the weights of several checkpoints", "seqtasks.cli.average"),
+    Command("serve", "serve checkpoints over HTTP with dynamic batching", "seqtasks.serving"),
+    Command("export", "write a model folder, or a CTranslate2 model", "seqtasks.export"),
+)
+
+
+def commands() -> dict[str, Command]:
+    """The commands for a trained model: each task's own (translate, …), then the generic ones;
+    a task's module named by its full path."""
+    own = [
+        Command(entry.command.name, entry.command.summary, entry.path(entry.command.module))
+        for entry in tasks().values()
+        if entry.command is not None
+    ]
+    return {command.name: command for command in (*own, *GENERIC)}
+
+
+# What gives Lightning's CLI a model to run (or asks it for help), in a subcommand's arguments.
+DESCRIBED = ("--config", "-c", "--model", "--data", "-h", "--help", "--print_config")
+
+
+def listing() -> str:
+    """The commands, a line each, in two groups."""
+
+    def lines(named: dict[str, Command]) -> str:
+        return "\n".join(f"  {name:<10} {command.summary}" for name, command in named.items())
+
+    return (
+        "training, with Lightning's CLI (seqtasks fit --help for its options):\n"
+        f"{lines(LIGHTNING)}\n\n"
+        f"with a trained checkpoint:\n{lines(commands())}"
+    )
+
+
+def usage() -> str:
+    """What `seqtasks --help` prints."""
+    return (
+        f"{USAGE}\n\n"
+        "Encoders and attention decoders for translation, captioning and parsing.\n\n"
+        f"{listing()}\n\n"
+        "options:\n"
+        "  -h, --help  show this message and exit\n"
+        "  --version   show seqtasks' version and exit\n\n"
+        "seqtasks COMMAND --help gives the options of COMMAND."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` (default: the process's arguments) names; its exit status. An
+    unknown command is an error (status 2) that lists the commands; what fails at the edges of
+    a command (its streams, the files it writes) ends it as `seqtasks.cli.streams` says."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if args[0] == "--version":
+        print(f"seqtasks {seqtasks.__version__}")
+        return 0
+    name = args[0]
+    if name in LIGHTNING:
+        if not any(arg.startswith(DESCRIBED) for arg in args[1:]):  # said before Lightning loads
+            print(
+                f"{USAGE}\nerror: seqtasks {name} needs a config: --config F.yaml (configs/ "
+                "holds one per task and model, e.g. configs/translation/dates.yaml); "
+                f"seqtasks {name} --help lists the options",
+                file=sys.stderr,
+            )
+            return 2
+        from seqtasks.cli.main import main as lightning
+
+        # None: LightningCLI reads sys.argv itself (and warns if also given)
+        return at_the_edges(lambda: lightning(argv) or 0)
+    known = commands()
+    if name not in known:
+        what = "option" if name.startswith("-") else "command"
+        near = did_you_mean(name, [*LIGHTNING, *known, "--help", "--version"])
+        print(f"{USAGE}\nerror: unknown {what} {name!r}{near}\n\n{listing()}", file=sys.stderr)
+        return 2
+    return at_the_edges(lambda: importlib.import_module(known[name].module).main(args[1:]))

@@ -1,0 +1,132 @@
+"""`Parser`: sentences in, constituency trees (`Parse`) out.
+
+model = seqtasks.load("parser.ckpt")
+model.parse(["Pierre Vinken will join the board ."])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nltk import Tree
+
+from seqtasks.api.model import Model, as_list, with_alternatives
+from seqtasks.data.text import check_text
+from seqtasks.parsing.linearisation import tree_from_output
+from seqtasks.parsing.ptb_text import PTBTokenizer, check_tokens, escape_brackets
+from seqtasks.parsing.task import ParsingTask
+from seqtasks.parsing.trees import ROOT, to_line
+from seqtasks.search import Hypothesis
+from seqtasks.search.budget import TokenBudget, check_max_tokens
+
+CPU_ROWS = 40_000  # search rows (words × beam) per batch, but for an "auto" budget on a GPU
+
+__all__ = ["Parse", "Parser"]
+
+
+@dataclass
+class Parse:
+    """One parse: its tree, the bracket sequence the decoder wrote, its score, and the edits
+    that made that sequence well formed (0 when it already was). `alternatives` holds the rest
+    of an n-best list, best first."""
+
+    tree: Tree
+    tokens: list[str]
+    score: float
+    repairs: int
+    alternatives: list[Parse] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The tree on one line, as the treebank writes it."""
+        return to_line(self.tree)
+
+
+class Parser(Model):
+    """A parser and its vocabularies: sentences in, constituency trees out."""
+
+    task: ParsingTask
+
+    def __init__(self, task: ParsingTask, checkpoints: Sequence[str | Path]):
+        super().__init__(task, checkpoints)
+        self._ptb = PTBTokenizer(task.vocabulary.words)
+
+    def parse(
+        self,
+        sentences: Sequence[str | Sequence[str]],
+        beam: int | None = None,
+        n_best: int | None = None,
+        tags: Sequence[Sequence[str]] | None = None,
+        max_tokens: TokenBudget = "auto",
+        stop: str | None = None,
+        workers: int | None = None,
+    ) -> list[Parse]:
+        """One `Parse` per sentence, in order. A sentence is a string, split into PTB tokens
+        (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
+        are. With `tags` the preterminals carry them instead of what the model writes. An
+        empty sentence gives the empty tree `(TOP )`. `beam`, `n_best`, `stop`, `max_tokens`
+        (in words) and `workers` as for `Translator.translate`; batches also hold at most
+        `CPU_ROWS` search rows (words × beam), but for an "auto" budget on a GPU, which bounds
+        the rows itself. The budgets measured fastest on a 2-core CPU, greedy and with beam 10
+        (docs/parsing.md, "Speed"); the output does not depend on them but through the
+        batching."""
+        settings = self.search_settings(beam, n_best, stop)
+        check_max_tokens(max_tokens)
+        sentences = as_list(sentences, "sentences")
+        words = [self.tokens(sentence, i) for i, sentence in enumerate(sentences)]
+        for i, tokens in enumerate(words):
+            if self.max_words is not None and len(tokens) > self.max_words:
+                raise ValueError(
+                    f"sentence {i} has {len(tokens)} tokens; this parser reads at most "
+                    f"{self.max_words} (its encoder's max_positions, less one for the EOS)"
+                )
+        if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
+            raise ValueError("tags must give one tag per token of every sentence")
+        budget = self.batch_tokens(max_tokens, settings)
+        if max_tokens != "auto" or self.device.type != "cuda":
+            budget = max(min(budget, CPU_ROWS // settings.beam), 1)
+        encode = self.task.vocabulary.source.encode_words
+        nbests = self.search_sources([encode(w) for w in words], settings, budget, workers)
+        return [
+            Parse(Tree(ROOT, []), [], 0.0, 0)
+            if nbest is None
+            else with_alternatives([self.parse_of(h, words[i], tags and tags[i]) for h in nbest])
+            for i, nbest in enumerate(nbests)
+        ]
+
+    def parse_of(
+        self, hypothesis: Hypothesis, words: Sequence[str], tags: Sequence[str] | None = None
+    ) -> Parse:
+        """The parse a hypothesis describes over `words`, its preterminals tagged with `tags`
+        when given, else with what the model wrote (`XX` or its own tags)."""
+        tokens = self.task.vocabulary.target.pieces(hypothesis.tokens)
+        tree, repairs = tree_from_output(tokens, words, tags)
+        return Parse(tree, tokens, hypothesis.score, repairs)
+
+    @property
+    def max_words(self) -> int | None:
+        """The most tokens a sentence may have (None: any): a Transformer encoder reads its
+        `max_positions`, one of them the EOS; a tree cannot cover a sentence cut short."""
+        positions = self.task.encoder.max_positions
+        return None if positions is None else positions - 1
+
+    def tokens(self, sentence: str | Sequence[str], index: int = 0) -> list[str]:
+        """The PTB tokens the parser reads for `sentence` (number `index`, for messages).
+
+        Raises:
+            TypeError: for a sentence that is neither a string nor a list of strings.
+            ValueError: for text that is not valid Unicode, or a token that cannot be a leaf
+                (empty, or holding white space: `check_tokens`).
+        """
+        what = f"sentence {index}"
+        if isinstance(sentence, str):
+            check_text(sentence, what)
+            return self._ptb.tokenize(sentence)
+        if not isinstance(sentence, Sequence) or not all(isinstance(t, str) for t in sentence):
+            raise TypeError(f"{what} must be a string or a list of string tokens")
+        for token in sentence:
+            check_text(token, what)
+        check_tokens(sentence, what)
+        return escape_brackets(sentence)

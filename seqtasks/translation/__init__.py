@@ -1,0 +1,23 @@
+"""Machine translation: sentencepiece-tokenised parallel text (Multi30k, the dates corpus, token
+shards), its LightningModule, the `Translator` that `seqtasks.load` returns, `seqtasks
+translate`, `seqtasks evaluate translation` (sacreBLEU), the /translate endpoint and the
+CTranslate2 export."""
+
+from seqtasks.registry import Command, TaskEntry
+
+TASK = TaskEntry(
+    __name__,
+    "translation",
+    task=".task.TranslationTask",
+    model=".translator.Translator",
+    stored=("src_tokenizer", "tgt_tokenizer"),
+    stored_as="tokenisers",
+    data=(
+        ".data.TranslationData",
+        ".dates.DatesData",
+        ".streaming.sharded_translation.ShardedTranslationData",
+    ),
+    command=Command("translate", "translate text, one sentence a line", ".command"),
+    evaluation=".evaluation",
+    endpoint=".endpoint.TranslateEndpoint",
+)

@@ -1,0 +1,127 @@
+"""Translate text with a trained checkpoint: one line in, one line out.
+
+    echo "Ein Hund rennt durch den Schnee." | seqtasks translate --checkpoint best.ckpt
+    seqtasks translate --checkpoint best.ckpt --input news.de --output news.en --beam 5
+    seqtasks translate --checkpoint best.ckpt --n-best 3 < in.txt   # i ||| text ||| score
+    seqtasks translate --checkpoint best.ckpt --attention-plots plots/ < in.txt
+    seqtasks translate --checkpoint a.ckpt b.ckpt c.ckpt < in.txt   # an ensemble
+
+The model is loaded once and the input translated in length-sorted batches; the output keeps
+the input's line count and order (an empty line gives an empty line). An --output file is
+written to a temporary name and renamed when complete. Several checkpoints decode as one
+ensemble (their log-probabilities averaged at every step; `seqtasks.load`). The search
+settings are the checkpoint's own but for the options given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from seqtasks.cli.arguments import (
+    CommandParser,
+    add_beam_option,
+    add_max_tokens_option,
+    add_stop_option,
+    check_outputs,
+    device_name,
+    given,
+    model_reference,
+    positive_int,
+)
+from seqtasks.cli.loading import CommandError, load_model
+from seqtasks.cli.streams import require_stdin, require_stdout, write_stdout
+from seqtasks.data.text import read_lines, read_stdin_lines
+from seqtasks.io.files import write_atomic
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = CommandParser(prog="seqtasks translate", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        nargs="+",
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
+    )
+    parser.add_argument(
+        "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"
+    )
+    parser.add_argument("--output", type=Path, help="where to write (default: stdout)")
+    add_beam_option(parser)
+    parser.add_argument(
+        "--n-best", type=positive_int, help="K hypotheses per line, at most the beam (default: 1)"
+    )
+    add_stop_option(parser)
+    parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
+    add_max_tokens_option(parser)
+    parser.add_argument(
+        "--max-length",
+        type=positive_int,
+        help="longer sources (in subwords) are cut; default: the model's own",
+    )
+    parser.add_argument(
+        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
+    )
+    args = parser.parse_args(argv)
+    if args.n_best is not None and args.beam is not None and args.n_best > args.beam:
+        parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")
+    check_outputs(
+        parser,
+        {"--output": args.output, "--attention-plots": args.attention_plots},
+        {"--input": args.input, "--checkpoint": args.checkpoint},
+        folders={"--attention-plots"},
+    )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Translate the input; 0, or 2 for an input, checkpoint or setting that will not do."""
+    args = parse_args(argv)
+    if args.input is None:
+        require_stdin()
+    if args.output is None:
+        require_stdout()
+    search = given(beam=args.beam, n_best=args.n_best, stop=args.stop, max_length=args.max_length)
+    figures = "--attention-plots" if args.attention_plots else None
+    try:
+        lines = read_lines(args.input) if args.input else read_stdin_lines()
+        model, settings = load_model(args.checkpoint, args.device, "translation", search, figures)
+    except (CommandError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    n_best = settings.n_best
+
+    results = model.translate(
+        lines, max_tokens=args.max_tokens, attention=args.attention_plots is not None, **search
+    )
+    if n_best == 1:
+        out = [best.text for best in results]
+    else:
+        out = [
+            f"{i} ||| {t.text} ||| {t.score:.4f}"
+            for i, best in enumerate(results)
+            for t in [best, *best.alternatives]
+        ]
+    text = "".join(line + "\n" for line in out)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        write_stdout(text)
+
+    if args.attention_plots:
+        from seqtasks.io.plots import plot_attention  # matplotlib: only for plots
+
+        for i, (line, best) in enumerate(zip(lines, results)):
+            if best.attention is None:  # an empty line or translation
+                continue
+            source = model.source_pieces(line, **given(max_length=args.max_length))
+            plot_attention(
+                best.attention,
+                source,
+                best.tokens,
+                args.attention_plots / f"line{i + 1:05d}.png",
+                title=f"{line.strip()} → {best.text}",
+            )
+    return 0

@@ -1,0 +1,85 @@
+"""POST /translate: `seqtasks serve`'s endpoint for translation models, its request body and
+its answer.
+
+No `from __future__ import annotations` here: LitServe hands `decode_request`'s annotation to
+FastAPI as the request body's type, and FastAPI reads the request's field types, as objects,
+not strings.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from seqtasks.data.text import check_text
+from seqtasks.serving.answers import result, weights
+from seqtasks.serving.batching import Job, RequestError
+from seqtasks.serving.endpoint import ModelEndpoint
+from seqtasks.serving.requests import SearchRequest, attention_flag
+
+
+class TranslateRequest(SearchRequest):
+    """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1, "attention": false}`: raw
+    sentences; `attention` adds each best translation's attention matrix and pieces."""
+
+    sentences: list[str] = Field(min_length=1)
+    attention: bool = attention_flag()
+
+    @field_validator("sentences")
+    @classmethod
+    def valid_text(cls, sentences: list[str]) -> list[str]:
+        for i, sentence in enumerate(sentences):
+            check_text(sentence, f"sentence {i}")
+        return sentences
+
+
+@dataclass
+class Attended:
+    """A translation with the source pieces its attention's columns stand for."""
+
+    translation: Any  # seqtasks.translation.translator.Translation, its attention kept
+    source_pieces: list[str]
+
+
+def translation(found: Any) -> dict[str, Any]:
+    """One translation's answer; with its attention when it is `Attended`."""
+    if not isinstance(found, Attended):
+        return result(found, "text")
+    best = found.translation
+    return {
+        **result(best, "text"),
+        "pieces": list(best.tokens),
+        "source_pieces": list(found.source_pieces),
+        "attention": weights(best.attention),
+    }
+
+
+class TranslateEndpoint(ModelEndpoint):
+    """POST /translate `{"sentences": [...], "beam": 5, "n_best": 1}` (beam and n_best: the
+    checkpoint's unless given) -> `{"translations": [{"text": ..., "score": ...}, ...]}`, one
+    per sentence, in order; with `"attention": true` each also has its `pieces`,
+    `source_pieces` and `attention` (`answers`)."""
+
+    path = "/translate"
+    unit = "subwords"
+
+    def decode_request(self, request: TranslateRequest) -> Job | RequestError:
+        return super().decode_request(request)
+
+    def read(self, index: int, sentence: str) -> tuple[str, int]:
+        return sentence, len(self.model.task.src_tokenizer.encode(sentence.strip()))
+
+    def run(self, inputs: list[str], beam: int, n_best: int, attention: bool = False) -> list[Any]:
+        limit = self.limits.max_length
+        found = self.model.translate(
+            inputs, beam=beam, n_best=n_best, attention=attention, max_length=limit
+        )
+        if not attention:
+            return found
+        return [
+            Attended(t, self.model.source_pieces(s, max_length=limit))
+            for t, s in zip(found, inputs, strict=True)
+        ]
+
+    def respond(self, results: list[Any]) -> dict[str, Any]:
+        return {"translations": [translation(t) for t in results]}

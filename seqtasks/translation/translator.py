@@ -1,0 +1,109 @@
+"""`Translator`: raw sentences in, `Translation`s out.
+
+model = seqtasks.load("best.ckpt")
+model.translate(["Ein Hund rennt."], beam=5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from torch import Tensor
+
+from seqtasks.api.model import Model, as_list, decoded, with_alternatives
+from seqtasks.data.text import check_text
+from seqtasks.data.tokenizer import EOS_ID
+from seqtasks.search import Hypothesis
+from seqtasks.search.budget import TokenBudget, check_max_tokens
+from seqtasks.translation.data import encode_source
+from seqtasks.translation.task import TranslationTask
+
+__all__ = ["Translation", "Translator"]
+
+
+@dataclass
+class Translation:
+    """One translation: its text, its subword pieces, its score (the log-probability, divided
+    by the length penalty in beam search), and the attention behind each piece when asked for.
+    `alternatives` holds the rest of an n-best list, best first."""
+
+    text: str
+    tokens: list[str]  # subword pieces, for plots
+    score: float
+    attention: Tensor | None = field(default=None, repr=False)  # (len(tokens), source + EOS)
+    alternatives: list[Translation] = field(default_factory=list)
+
+
+def sentences_of(items: Sequence) -> list[str]:
+    """`items` as a list of strings that a tokeniser can read.
+
+    Raises:
+        TypeError: for a lone string, or an item that is not a string (naming its position).
+        ValueError: for a string that is not valid Unicode (`check_text`), naming its position.
+    """
+    sentences = as_list(items, "sentences")
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence {i} is a {type(sentence).__name__}, not a string")
+        check_text(sentence, f"sentence {i}")
+    return sentences
+
+
+class Translator(Model):
+    """A translation model and its sentencepiece models."""
+
+    task: TranslationTask
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam: int | None = None,
+        n_best: int | None = None,
+        attention: bool = False,
+        max_length: int | None = None,
+        max_tokens: TokenBudget = "auto",
+        stop: str | None = None,
+        workers: int | None = None,
+    ) -> list[Translation]:
+        """One `Translation` per sentence (raw text), in order; an empty sentence gives an
+        empty translation, a source over `max_length` subwords is cut (with a warning).
+        `beam`, `n_best`, `stop` (when beam search ends: "exact" or "heuristic",
+        `seqtasks.search.beam_search`) and `max_length`: the checkpoint's unless given
+        (`search_settings`). Batches hold about `max_tokens` source subwords ("auto": by
+        device, `batch_tokens`), taken by `workers` threads on a CPU (`search_sources`).
+        `attention` keeps each translation's attention matrix (its pieces × the source's,
+        `source_pieces`)."""
+        settings = self.search_settings(beam, n_best, stop, max_length)
+        check_max_tokens(max_tokens)
+        sentences = sentences_of(sentences)
+        if attention:
+            self.require_attention()
+        limit = self.source_limit(settings.max_length)
+        tokens = self.batch_tokens(max_tokens, settings, limit + 1 if attention else None)
+        tokenizer = self.task.src_tokenizer
+        sources = [encode_source(tokenizer, sentence.strip(), limit) for sentence in sentences]
+        nbests = self.search_sources(sources, settings, tokens, workers, attention)
+        empty = Translation("", [], 0.0)
+        nothing = replace(empty, alternatives=[empty] * (settings.n_best - 1))
+        return [
+            nothing if nbest is None else with_alternatives([self.translation_of(h) for h in nbest])
+            for nbest in nbests
+        ]
+
+    def translation_of(self, hypothesis: Hypothesis) -> Translation:
+        """A hypothesis as text, pieces, score and attention."""
+        return Translation(*decoded(hypothesis, self.task.tgt_tokenizer))
+
+    def source_pieces(self, sentence: str, max_length: int | None = None) -> list[str]:
+        """The subwords the model reads for `sentence`, plus EOS: the columns of its attention
+        (`max_length`: as for `translate`)."""
+        limit = self.source_limit(self.search_settings(max_length=max_length).max_length)
+        tokenizer = self.task.src_tokenizer
+        return tokenizer.pieces(encode_source(tokenizer, sentence.strip(), limit) + [EOS_ID])
+
+    def source_limit(self, max_length: int) -> int:
+        """`max_length`, or fewer subwords if the encoder reads fewer positions (the source's
+        EOS takes one): longer sources are then cut there, with the same warning."""
+        positions = self.task.encoder.max_positions
+        return max_length if positions is None else min(max_length, positions - 1)
