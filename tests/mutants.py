@@ -210,10 +210,10 @@ MUTANTS = [
         "files written in place instead of through a temporary file",
         "seqtasks/io/files.py",
         "    tmp = path.with_name(_temporary_name(path))\n    try:\n"
-        '        with open(tmp, "wb") as f:\n'
+        '        with _naming(path), open(tmp, "wb") as f:\n'
         "            yield f\n            f.flush()\n            os.fsync(f.fileno())\n"
         "        tmp.replace(path)\n    finally:\n        tmp.unlink(missing_ok=True)\n",
-        '    with open(path, "wb") as f:\n        yield f\n',
+        '    with _naming(path), open(path, "wb") as f:\n        yield f\n',
         ("test_bad_input.py",),
     ),
     Mutant(
@@ -721,7 +721,7 @@ MUTANTS = [
     Mutant(
         "--ckpt_path best left to Lightning (a traceback in a new process)",
         "seqtasks/cli/main.py",
-        '        elif config.get("ckpt_path") == "best":',
+        '        elif restored == "best":',
         "        elif False:",
         ("test_fit_checks.py::test_ckpt_path_best_is_the_best_of_the_newest_run",),
     ),
@@ -796,8 +796,8 @@ MUTANTS = [
     Mutant(
         "an explicit --ckpt_path checked only if it is a file",
         "seqtasks/cli/main.py",
-        "        if ckpt_path and not special:",
-        "        if ckpt_path and not special and os.path.isfile(ckpt_path):",
+        "        if _local(ckpt_path):",
+        "        if _local(ckpt_path) and os.path.isfile(ckpt_path):",
         (
             "test_fit_checks.py::test_a_ckpt_path_that_is_no_file_is_refused_before_anything_is_built",
         ),
@@ -846,8 +846,9 @@ MUTANTS = [
     Mutant(
         "an atomic write renaming a file over a pipe or device instead of writing into it",
         "seqtasks/io/files.py",
-        "    if path.exists() and not path.is_file() and not path.is_dir():\n        with open(",
-        "    if False:\n        with open(",
+        "    if path.exists() and not path.is_file() and not path.is_dir():\n"
+        "        with _naming(path), open(",
+        "    if False:\n        with _naming(path), open(",
         (
             "test_outputs.py::test_writing_goes_through_a_link_and_into_a_pipe_without_replacing_them",
         ),
@@ -1085,9 +1086,9 @@ MUTANTS = [
     Mutant(
         "the page's source pieces lighting their targets on hover only, not on keyboard focus",
         "seqtasks/serving/static/page.js",
-        "(td) => Number(td.dataset.col) === j);\n"
-        '    th.addEventListener("mouseenter", show); th.addEventListener("focus", show);',
-        '(td) => Number(td.dataset.col) === j);\n    th.addEventListener("mouseenter", show);',
+        "      map.dataset.col = j;\n    };\n"
+        '    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);',
+        '      map.dataset.col = j;\n    };\n    button.addEventListener("mouseenter", show);',
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
     ),
     Mutant(
@@ -1114,8 +1115,8 @@ MUTANTS = [
     Mutant(
         "the page's requests sent without the API key typed into it",
         "seqtasks/serving/static/page.js",
-        'if (key) init.headers = { ...init.headers, "X-API-Key": key };',
-        "",
+        '  return key ? { ...init, headers: { ...init.headers, "X-API-Key": key } } : init;',
+        "  return init;",
         ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
     ),
     Mutant(
