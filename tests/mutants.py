@@ -439,7 +439,7 @@ MUTANTS = [
     ),
     Mutant(
         "evaluate.py checking --output as given instead of the files several checkpoints write",
-        "outputs_of",
+        "outputs",
         "written = output_paths(args.output, names) if args.output else None",
         "written = args.output",
         ("test_outputs.py::test_evaluate_refuses_outputs_over_its_inputs_or_each_other",),
@@ -699,7 +699,7 @@ MUTANTS = [
     ),
     Mutant(
         "evaluate.py captioning ending without its scores when the baseline cannot be scored",
-        "evaluate_captioning",
+        "evaluate",
         '            unscored = fail(f"nearest-neighbour baseline: {error}; the model',
         '            return fail(f"nearest-neighbour baseline: {error}; the model',
         (
@@ -1434,7 +1434,7 @@ MUTANTS = [
     ),
     Mutant(
         "evaluate translation writing its translations before its report (lost with a full disk)",
-        "evaluate_translation",
+        "evaluate",
         "            written[outputs[number]] = ",
         "            write_atomic(outputs[number], 'x')\n            written[outputs[number]] = ",
         ("test_streams.py::test_a_full_disk_is_one_line_naming_what_could_not_be_written",),
