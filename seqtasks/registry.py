@@ -116,11 +116,15 @@ def tasks() -> dict[str, TaskEntry]:
 
 
 def task_of(model_class: type) -> str | None:
-    """The name of the task `model_class` is (or subclasses); None for another class."""
-    return next(
-        (name for name, entry in tasks().items() if issubclass(model_class, entry.task_class())),
-        None,
-    )
+    """The name of the task `model_class` is (or subclasses: the nearest, so that a task built
+    on another's class is itself); None for another class."""
+    ancestry = model_class.__mro__
+    found = [
+        (ancestry.index(cls), name)
+        for name, entry in tasks().items()
+        if (cls := entry.task_class()) in ancestry
+    ]
+    return min(found)[1] if found else None
 
 
 def declared_class(name: str, kind: str) -> Any:

@@ -156,7 +156,7 @@ def test_the_apps_take_auto_or_a_number(tmp_path):
     assert parse.parse_args(["--checkpoint", checkpoint]).max_tokens == "auto"
     assert parse.parse_args(["--checkpoint", checkpoint, "--max-tokens", "70"]).max_tokens == 70
     given = ["translation", "--checkpoint", checkpoint, "--src", str(text), "--ref", str(text)]
-    assert evaluate.parse_args(given, "").max_tokens == "auto"
-    assert evaluate.parse_args([*given, "--max-tokens", "900"], "").max_tokens == 900
+    assert evaluate.parse_args(given)[0].max_tokens == "auto"
+    assert evaluate.parse_args([*given, "--max-tokens", "900"])[0].max_tokens == 900
     with pytest.raises(SystemExit):
         translate.parse_args(["--checkpoint", checkpoint, "--max-tokens", "some"])

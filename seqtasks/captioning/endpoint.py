@@ -33,7 +33,7 @@ class CaptionSettings(SearchRequest):
     attention: bool = attention_flag()
 
 
-def caption(found: Any) -> dict[str, Any]:
+def answer(found: Any) -> dict[str, Any]:
     """One caption's answer; with its words, their weights and the grid when it kept its
     attention (`Caption.attention` is None unless the request asked for it)."""
     answer = result(found, "caption")
@@ -70,7 +70,7 @@ class CaptionEndpoint(ModelEndpoint):
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
         (caption,) = results
-        return caption(caption)
+        return answer(caption)
 
 
 def form_settings(fields: dict[str, str]) -> CaptionSettings:

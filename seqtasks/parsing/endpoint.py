@@ -44,7 +44,7 @@ def nested(tree: Any) -> list[Any]:
     return [tree.label(), *(nested(c) if hasattr(c, "label") else str(c) for c in tree)]
 
 
-def parses(found: list[Any]) -> dict[str, Any]:
+def answer(found: list[Any]) -> dict[str, Any]:
     """The trees on one line each and as nested lists (`structures`: `nested`), their scores,
     how many edits the constrained decoder made to each bracket sequence (`repairs`), and any
     `alternatives`."""
@@ -83,4 +83,4 @@ class ParseEndpoint(ModelEndpoint):
         return self.model.parse(inputs, beam=beam, n_best=n_best)
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        return parses(results)
+        return answer(results)

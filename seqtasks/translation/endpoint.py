@@ -41,7 +41,7 @@ class Attended:
     source_pieces: list[str]
 
 
-def translation(found: Any) -> dict[str, Any]:
+def answer(found: Any) -> dict[str, Any]:
     """One translation's answer; with its attention when it is `Attended`."""
     if not isinstance(found, Attended):
         return result(found, "text")
@@ -82,4 +82,4 @@ class TranslateEndpoint(ModelEndpoint):
         ]
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
-        return {"translations": [translation(t) for t in results]}
+        return {"translations": [answer(t) for t in results]}
