@@ -32,7 +32,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
 from seqtasks.search import SearchSettings, beam_search
@@ -217,7 +216,6 @@ def decoding_like(task):
         states = reference.encode(src, ~src_mask)
         memory = Memory(states=states, mask=src_mask, summary=states.mean(1))
         limit = max_lengths(memory, settings.max_length_ratio, settings.max_length_offset)
-        return beam_search(decoder, memory, BOS_ID, EOS_ID, limit, settings.beam,
-                           settings.length_alpha, stop=settings.stop)  # fmt: skip
+        return beam_search(decoder, memory, settings, limit)
 
     return decode

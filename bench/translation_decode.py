@@ -7,7 +7,7 @@ and are the outputs the same?
         [--no-reference] [--json] [-- CONFIG OVERRIDES]
 
 One process, on the CPU with --threads threads: beam search of the first --sentences sentences
-of the config's test split. Ours: `task.decode` over token-bucketed batches of about
+of the config's test split. Ours: `seqtasks.search.search` over token-bucketed batches of about
 --decode-tokens source tokens, shared among --workers one-core threads as
 `TranslationTask.translate` shares them. Reference: when the module registered for the decoder
 (bench/translation_setup.py's REFERENCES) offers `decoding_like(task)` (the Transformer: the same
@@ -34,6 +34,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
+from seqtasks.search import search  # noqa: E402
 from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
@@ -91,10 +92,20 @@ def test_sources(model, datamodule, n: int) -> list[list[int]]:
     return [encode_source(tokenizer, line.strip(), datamodule.max_length) for line in lines]
 
 
+def searching(task):
+    """`decode(src, src_mask, settings)` as seqtasks searches: `search` from the task's encoding."""
+
+    @torch.no_grad()
+    def decode(src, src_mask, settings):
+        return search(task.decoder, task.encoder(src, src_mask), settings)
+
+    return decode
+
+
 def decode_all(
     decode, sources: list[list[int]], settings, max_tokens: int | None, workers: int | None
 ) -> dict:
-    """Search with `decode(src, src_mask, settings)` (`task.decode` or a reference's) over
+    """Search with `decode(src, src_mask, settings)` (`searching(task)` or a reference's) over
     `sources`: token-bucketed batches of about `max_tokens` source tokens, or one sentence at a
     time when `max_tokens` is None, shared among `workers` one-core threads as
     `TranslationTask.translate` shares them (`run_batches`). Returns time, outputs and counts."""
@@ -146,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     sources = test_sources(model, datamodule, args.sentences)
     log(f"decoding: beam {args.beam}, {len(sources)} test sentences, {note}")
 
-    ours = timed(model.decode, sources, args.decode_tokens, model, args)
+    ours = timed(searching(model), sources, args.decode_tokens, model, args)
     log(f"  ours, batched: {ours['batches']} batches of <= {args.decode_tokens} source tokens, "
         f"{ours['seconds']:.2f} s, {ours['sents_per_s']:.1f} sentences/s, "
         f"{ours['output_tokens']:,} output tokens, ended with EOS {ours['finished']}/"
@@ -155,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
     precisions = {}
     for precision in (p for p in args.precisions if p != "32"):
         with inference_precision("cpu", precision):
-            run = timed(model.decode, sources, args.decode_tokens, model, args)
+            run = timed(searching(model), sources, args.decode_tokens, model, args)
         run["same_as_32"] = sum(a == b for a, b in zip(ours["outputs"], run["outputs"]))
         precisions[precision] = run
         log(f"  ours in {precision}: {run['sents_per_s']:.1f} sentences/s, "
@@ -170,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict:
         ref = timed(ref_module.decoding_like(model), sources, args.decode_tokens, model, args)
     elif not args.no_reference:
         how = "same model, batch of 1"
-        ref = timed(model.decode, sources, None, model, args)
+        ref = timed(searching(model), sources, None, model, args)
     if ref is not None:
         same = sum(a == b for a, b in zip(ours["outputs"], ref["outputs"]))
         log(f"  reference ({how}): {ref['seconds']:.2f} s, {ref['sents_per_s']:.1f} "

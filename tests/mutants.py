@@ -188,9 +188,9 @@ MUTANTS = [
     ),
     Mutant(
         "the encoder run twice per validation batch",
-        "TranslationTask.evaluation_records",
-        "hypotheses = self.search(memory, settings)",
-        "hypotheses = self.search(self.encode(batch), settings)",
+        "EncoderDecoderTask._evaluate",
+        "found = search(self.decoder, memory, settings,",
+        "found = search(self.decoder, self.encode(batch), settings,",
         ("test_translation_task.py::test_validation_scores_equal_scores_worked_out_another_way",),
     ),
     Mutant(
@@ -300,7 +300,7 @@ MUTANTS = [
     Mutant(
         "the server batches requests of different beam sizes into one model call",
         "BatchedEndpoint.predict",
-        "groups.setdefault(item.settings, []).append(position)",
+        "groups.setdefault(item.group, []).append(position)",
         "groups.setdefault(None, []).append(position)",
         ("test_serve.py::test_one_model_call_per_beam_and_each_request_gets_its_own_slice",),
     ),

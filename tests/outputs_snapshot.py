@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,7 @@ def fit(name: str, work: Path) -> tuple[Path, dict]:
     """Train model `name` for 3 steps; its checkpoint and the metrics printed."""
     task, config, encoder, decoder = MODELS[name]
     root = work / "runs" / name
+    shutil.rmtree(root, ignore_errors=True)  # a run of an earlier try
     overrides = [
         f"--model.init_args.encoder={encoder}",
         f"--model.init_args.decoder={decoder}",

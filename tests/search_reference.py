@@ -13,7 +13,7 @@ from torch import Tensor
 
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.memory import Memory
-from seqtasks.search.beam import check_stop, length_penalty
+from seqtasks.search.beam import length_penalty
 from seqtasks.search.hypothesis import (
     Constraint,
     Hypothesis,
@@ -21,6 +21,7 @@ from seqtasks.search.hypothesis import (
     constrained_log_probs,
     row_candidates,
 )
+from seqtasks.search.settings import check_stop
 
 
 def keep_rows(groups: list[int], k: int, device: torch.device) -> Tensor:

@@ -16,7 +16,7 @@ from test_bad_input import LUONG, RNN, captioning_checkpoint, parsing_checkpoint
 import seqtasks
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.search import SearchSettings
+from seqtasks.search import SearchSettings, search
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleMemory
 from seqtasks.translation.task import TranslationTask
 
@@ -72,7 +72,8 @@ def test_translate_equals_the_tasks_search_with_n_best_alternatives(checkpoints)
         if not sentence:
             continue
         src = torch.tensor([model.task.src_tokenizer.encode(sentence) + [EOS_ID]])
-        (nbest,) = model.task.decode(src, src != PAD_ID, settings)
+        with torch.no_grad():
+            (nbest,) = search(model.task.decoder, model.task.encoder(src, src != PAD_ID), settings)
         got = [(t.text, t.score) for t in [result, *result.alternatives]]
         decode = model.task.tgt_tokenizer.decode
         assert got == [(decode(h.tokens), pytest.approx(h.score, abs=1e-5)) for h in nbest]
@@ -86,7 +87,7 @@ def test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives(
 ):
     """Without beam, n_best or stop a call searches as the checkpoint says (its `test_beam`,
     `beam_stop`, `length_alpha`, length limits); what a call gives replaces only that."""
-    import seqtasks.tasks.base as base
+    import seqtasks.search.by_settings as base
 
     path = translation(
         tmp_path / "own.ckpt", toy_tokenizers, test_beam=3, beam_stop="heuristic", length_alpha=0.5
@@ -100,13 +101,13 @@ def test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives(
     searched = []  # (beam, α, n-best, stop) of each beam search, "greedy" for each greedy one
     beam_search, greedy = base.beam_search, base.greedy
 
-    def recording_beam(*args):
-        searched.append((args[5], args[6], args[7], args[10]))
-        return beam_search(*args)
+    def recording_beam(decoder, memory, settings, limits, **options):
+        searched.append((settings.beam, settings.length_alpha, settings.n_best, settings.stop))
+        return beam_search(decoder, memory, settings, limits, **options)
 
-    def recording_greedy(*args):
+    def recording_greedy(*args, **options):
         searched.append("greedy")
-        return greedy(*args)
+        return greedy(*args, **options)
 
     monkeypatch.setattr(base, "beam_search", recording_beam)
     monkeypatch.setattr(base, "greedy", recording_greedy)
@@ -259,13 +260,13 @@ def test_the_stop_rule_of_a_call_or_of_the_model_reaches_beam_search(
 ):
     """`stop=` of each API call (`--stop` of the apps), else the task's `beam_stop`, is the
     rule beam search gets; an unknown one is refused by name, by the API, the task and apps."""
-    import seqtasks.tasks.base as base
+    import seqtasks.search.by_settings as base
 
     rules = []
 
-    def recording(*args, **kwargs):
-        rules.append(args[10])  # beam_search(decoder, memory, bos, eos, …, constraint, stop)
-        return beam_search(*args, **kwargs)
+    def recording(decoder, memory, settings, limits, **options):
+        rules.append(settings.stop)
+        return beam_search(decoder, memory, settings, limits, **options)
 
     beam_search = base.beam_search
     monkeypatch.setattr(base, "beam_search", recording)
@@ -367,7 +368,9 @@ def test_ensemble_greedy_output_is_argmax_of_the_members_teacher_forced_mean(che
     members = [seqtasks.load(path).task for path in paths]
     for sentence in SENTENCES[0], SENTENCES[2]:
         src = torch.tensor([members[0].src_tokenizer.encode(sentence) + [EOS_ID]])
-        ((best,),) = ensemble.task.decode(src, src != PAD_ID, ensemble.search_settings(beam=1))
+        with torch.no_grad():
+            memory = ensemble.task.encoder(src, src != PAD_ID)
+            ((best,),) = search(ensemble.task.decoder, memory, ensemble.search_settings(beam=1))
         (result,) = ensemble.translate([sentence], beam=1)
         assert result.text == members[0].tgt_tokenizer.decode(best.tokens)
         tgt_in = torch.tensor([[BOS_ID, *best.tokens]])

@@ -13,7 +13,7 @@ from seqtasks.attention.scores import GeneralAttention
 from seqtasks.decoders import HardAttentionDecoder, ShowTellDecoder, SoftAttentionDecoder
 from seqtasks.encoders import ConvEncoder
 from seqtasks.layers.memory import Memory
-from seqtasks.search import beam_search, greedy
+from seqtasks.search import SearchSettings, beam_search, greedy
 
 VOCAB, D, B, GRID, T = 13, 10, 3, (2, 3), 6
 L = GRID[0] * GRID[1]
@@ -149,8 +149,10 @@ def test_image_encoder_with_decoder_trains_and_searches(name):
     assert encoder.cnn[0].weight.grad.abs().sum() > 0, "no gradient reached the CNN"
     encoder.eval(), decoder.eval()
     memory = encoder(images)
-    one = greedy(decoder, memory, 2, 3, 5, return_attention=True)
-    beam = beam_search(decoder, memory, 2, 3, 5, beam_size=1, alpha=0.0, return_attention=True)
+    one = greedy(decoder, memory, 5, attention=True, bos=2, eos=3)
+    beam = beam_search(
+        decoder, memory, SearchSettings(1, length_alpha=0.0), 5, attention=True, bos=2, eos=3
+    )
     assert [h[0].tokens for h in one] == [h[0].tokens for h in beam]
     if name != "show-tell":
         assert all(h[0].attention.shape == (len(h[0].tokens), 16) for h in one if h[0].tokens)

@@ -12,6 +12,7 @@ import timm
 import torch
 from conftest import flickr8k_subset
 
+import seqtasks.tasks.base
 from seqtasks.attention.scores import AdditiveAttention
 from seqtasks.captioning.captioner import Captioner
 from seqtasks.captioning.captions import load_image, read_captions
@@ -189,7 +190,7 @@ def test_validation_scores_what_search_said_about_each_image(shapes, monkeypatch
     encode = task.encode
     monkeypatch.setattr(task, "encode", lambda batch: batches.append(batch) or encode(batch))
 
-    def oracle(memory, settings, return_attention=False):
+    def oracle(decoder, memory, settings, constraint=None, attention=False):
         batch = batches[-1]
         said = [
             refs[0] if int(i) % 2 == 0 else "a red"
@@ -197,7 +198,7 @@ def test_validation_scores_what_search_said_about_each_image(shapes, monkeypatch
         ]
         return [[Hypothesis(shapes.tokenizer.encode(text), 0.0)] for text in said]
 
-    monkeypatch.setattr(task, "search", oracle)
+    monkeypatch.setattr(seqtasks.tasks.base, "search", oracle)
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
     (metrics,) = trainer.validate(task, datamodule=shapes, verbose=False)
     assert len(batches) == len(shapes.val_dataloader())

@@ -25,6 +25,7 @@ from seqtasks.encoders import TransformerEncoder
 from seqtasks.export import main as export
 from seqtasks.export.ctranslate2_search import translate_as_seqtasks
 from seqtasks.export.ctranslate2_spec import transformer_spec
+from seqtasks.search import search
 from seqtasks.tasks.objective import Objective
 from seqtasks.translation.data import Example, TranslationData, collate
 from seqtasks.translation.task import TranslationTask
@@ -85,7 +86,7 @@ def test_padded_batches_give_the_losses_and_outputs_of_unpadded_ones(
         memory, output = task.teacher_forced(batch)
         per_example = task.objective(output, batch.tgt_out, memory.mask)
         loss = task.loss(output, batch.tgt_out, memory.mask)
-        tokens = [h[0].tokens for h in task.search(memory, task.val_settings)]
+        tokens = [h[0].tokens for h in search(task.decoder, memory, task.val_settings)]
         results.append((per_example, loss, tokens))
     (example, loss, tokens), (example_padded, loss_padded, tokens_padded) = results
     torch.testing.assert_close(example_padded, example, rtol=1e-5, atol=1e-5)

@@ -12,7 +12,7 @@ from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder
 from seqtasks.encoders import RNNEncoder
 from seqtasks.layers.memory import lengths_to_mask
-from seqtasks.search import beam_search, greedy
+from seqtasks.search import SearchSettings, beam_search, greedy
 
 SYMBOLS = 10
 VOCAB = 4 + SYMBOLS  # PAD, UNK, BOS, EOS, then the symbols
@@ -71,8 +71,8 @@ def test_bahdanau_learns_to_reverse():
         memory = encoder(src, mask)
     limit = memory.lengths + 3
     for name, results in [
-        ("greedy", greedy(decoder, memory, BOS_ID, EOS_ID, limit)),
-        ("beam 3", beam_search(decoder, memory, BOS_ID, EOS_ID, limit, beam_size=3)),
+        ("greedy", greedy(decoder, memory, limit)),
+        ("beam 3", beam_search(decoder, memory, SearchSettings(3), limit)),
     ]:
         outputs = [r[0].tokens for r in results]
         exact = sum(o == t for o, t in zip(outputs, targets, strict=True)) / len(targets)

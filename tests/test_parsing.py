@@ -29,7 +29,7 @@ from seqtasks.parsing.parseval import score_corpus
 from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import read_treebank, read_trees, to_line
 from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary, unknown_word_class
-from seqtasks.search import beam_search
+from seqtasks.search import SearchSettings, beam_search
 from seqtasks.search.hypothesis import max_lengths
 from seqtasks.search.single_path import greedy, sample
 
@@ -129,9 +129,9 @@ def test_constrained_search_gives_trees_over_exactly_the_words(data, search, dec
     limit = max_lengths(memory, 4.0, 5)
     constraint = BracketConstraint(data.vocabulary.tokens, words, EOS_ID, len(SPECIALS))
     run = {
-        "greedy": partial(greedy, decoder, memory, BOS_ID, EOS_ID, limit),
-        "beam": partial(beam_search, decoder, memory, BOS_ID, EOS_ID, limit, 4, n_best=4),
-        "sample": partial(sample, decoder, memory, BOS_ID, EOS_ID, limit),
+        "greedy": partial(greedy, decoder, memory, limit),
+        "beam": partial(beam_search, decoder, memory, SearchSettings(4, n_best=4), limit),
+        "sample": partial(sample, decoder, memory, limit),
     }[search]
     for sentence, nbest in zip(sentences, run(constraint=constraint), strict=True):
         for hypothesis in nbest:
@@ -153,13 +153,11 @@ def test_the_shortest_limit_leaves_one_bracket_around_the_words(data):
         memory = encoder(batch.src, batch.src_mask)
     words = memory.lengths - 1
     constraint = BracketConstraint(data.vocabulary.tokens, words, EOS_ID, len(SPECIALS))
-    for sentence, (h,) in zip(
-        sentences, greedy(decoder, memory, BOS_ID, EOS_ID, words + 3, constraint=constraint)
-    ):
+    for sentence, (h,) in zip(sentences, greedy(decoder, memory, words + 3, constraint=constraint)):
         tokens = data.vocabulary.target.pieces(h.tokens)
         assert tokens[1:-1] == ["XX"] * len(sentence) and tokens[0][1:] == tokens[-1][1:]
     with pytest.raises(ValueError, match="room for a bracket"):
-        greedy(decoder, memory, BOS_ID, EOS_ID, words + 2, constraint=constraint)
+        greedy(decoder, memory, words + 2, constraint=constraint)
 
 
 # ---- the task: trained briefly, checkpointed, loaded back ------------------------------------
@@ -242,13 +240,13 @@ def test_parallel_workers_parse_like_one(checkpoint, ptb_dir, monkeypatch):
     sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:30]]
     alone = parser.parse(sentences, beam=2, max_tokens=100, workers=1)
     seen = []
-    decode = parser.task.decode
+    search = parser.search
 
-    def recording_decode(*args, **kwargs):
+    def recording_search(*args, **kwargs):
         seen.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
-        return decode(*args, **kwargs)
+        return search(*args, **kwargs)
 
-    monkeypatch.setattr(parser.task, "decode", recording_decode)
+    monkeypatch.setattr(parser, "search", recording_search)
     threads = torch.get_num_threads()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         parser.parse(sentences, beam=2, max_tokens=100, workers=3)

@@ -20,7 +20,7 @@ from seqtasks.encoders import RNNEncoder
 from seqtasks.layers.memory import Memory
 from seqtasks.parsing.constraint import BracketConstraint
 from seqtasks.parsing.vocabulary import SPECIALS
-from seqtasks.search import Hypothesis, beam_search, greedy, length_penalty, sample
+from seqtasks.search import Hypothesis, SearchSettings, beam_search, greedy, length_penalty, sample
 from seqtasks.search.beam import Groups, _input_done
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
 from seqtasks.search.hypothesis import shrink_threshold
@@ -82,13 +82,20 @@ class Sharp(EOSBias):
 
 @dataclass
 class Case:
-    """A random model, batch and search settings, drawn from `seed`."""
+    """A random model, batch and search settings, drawn from `seed` (`settings` as the kept
+    copy of the old search takes them: beam_size, alpha, n_best, return_attention, stop)."""
 
     decoder: torch.nn.Module
     memory: Memory
     limits: torch.Tensor
     settings: dict
     constraint: object | None
+
+    @property
+    def search_settings(self) -> SearchSettings:
+        """The same settings, as today's search takes them."""
+        s = self.settings
+        return SearchSettings(s["beam_size"], s["alpha"], s["stop"], n_best=s["n_best"])
 
 
 def draw(seed: int) -> Case:
@@ -166,7 +173,11 @@ def test_beam_search_equals_the_reference(seed, shrink):
     case = draw(seed)
     args = (case.decoder, case.memory, BOS, EOS, case.limits)
     expected = reference.beam_search(*args, **case.settings, constraint=case.constraint)
-    found = beam_search(*args, **case.settings, constraint=case.constraint, shrink_below=shrink)
+    found = beam_search(
+        case.decoder, case.memory, case.search_settings, case.limits,
+        attention=case.settings["return_attention"], constraint=case.constraint,
+        shrink_below=shrink, bos=BOS, eos=EOS,
+    )  # fmt: skip
     assert_same(found, expected, exact=shrink is None)
 
 
@@ -177,7 +188,10 @@ def test_greedy_equals_the_reference(seed, shrink):
     args = (case.decoder, case.memory, BOS, EOS, case.limits)
     attention = case.settings["return_attention"]
     expected = reference.greedy(*args, attention, case.constraint)
-    found = greedy(*args, attention, case.constraint, shrink_below=shrink)
+    found = greedy(
+        case.decoder, case.memory, case.limits, attention=attention, constraint=case.constraint,
+        shrink_below=shrink, bos=BOS, eos=EOS,
+    )  # fmt: skip
     assert_same(found, expected, exact=shrink is None)
 
 
@@ -186,11 +200,15 @@ def test_sample_equals_the_reference_with_the_same_generator(seed):
     case = draw(seed)
     args = (case.decoder, case.memory, BOS, EOS, case.limits)
     attention = case.settings["return_attention"]
-    runs = [
-        search(*args, 1.3, 3, torch.Generator().manual_seed(seed), attention, case.constraint)
-        for search in (reference.sample, sample)
-    ]
-    assert_same(runs[1], runs[0], exact=True)
+    expected = reference.sample(
+        *args, 1.3, 3, torch.Generator().manual_seed(seed), attention, case.constraint
+    )
+    found = sample(
+        case.decoder, case.memory, case.limits, temperature=1.3, top_k=3,
+        generator=torch.Generator().manual_seed(seed), attention=attention,
+        constraint=case.constraint, bos=BOS, eos=EOS,
+    )  # fmt: skip
+    assert_same(found, expected, exact=True)
 
 
 class Tied(Decoder):
@@ -259,7 +277,10 @@ def test_equal_scores_rank_as_the_reference_ranks_them(shrink):
     args = (Tied(), memory, BOS, EOS, torch.tensor([3, 6]))
     expected = reference.beam_search(*args, beam_size=3, n_best=3)
     assert expected[0][0].score == expected[0][1].score, "a tie to rank"
-    assert_same(beam_search(*args, beam_size=3, n_best=3, shrink_below=shrink), expected, True)
+    found = beam_search(
+        Tied(), memory, SearchSettings(3, n_best=3), args[-1], shrink_below=shrink, bos=BOS, eos=EOS
+    )
+    assert_same(found, expected, True)
 
 
 @pytest.mark.parametrize("limit", [0, 1])
@@ -268,9 +289,12 @@ def test_the_shortest_limits_equal_the_reference(limit):
     beam search returns nothing and greedy an empty unfinished output; a row limited to 0
     among longer ones still takes one step."""
     case = draw(3)
-    args = (case.decoder, case.memory, BOS, EOS, torch.full_like(case.limits, limit))
-    assert_same(greedy(*args), reference.greedy(*args), exact=True)
-    assert_same(beam_search(*args, beam_size=3), reference.beam_search(*args, beam_size=3), True)
+    limits = torch.full_like(case.limits, limit)
+    args = (case.decoder, case.memory, BOS, EOS, limits)
+    found = greedy(case.decoder, case.memory, limits, bos=BOS, eos=EOS)
+    assert_same(found, reference.greedy(*args), exact=True)
+    found = beam_search(case.decoder, case.memory, SearchSettings(3), limits, bos=BOS, eos=EOS)
+    assert_same(found, reference.beam_search(*args, beam_size=3), True)
 
 
 def test_finished_rows_leave_at_once_on_a_cpu_and_below_half_elsewhere():
@@ -339,8 +363,9 @@ class Marking(EOSBias):
         return super().step(prev_tokens, state)
 
 
-def reads_per_step(search, **settings) -> list[int]:
-    """The reads between one decoder step and the next, for 8 inputs."""
+def reads_per_step(search) -> list[int]:
+    """The reads between one decoder step and the next, for 8 inputs, of `search(decoder,
+    memory)`."""
     torch.manual_seed(0)
     encoder = RNNEncoder(12, embed_dim=8, hidden_size=8, dropout=0.0).eval()
     inner = LuongDecoder(12, encoder.out_dim, embed_dim=8, hidden_size=16, dropout=0.0).eval()
@@ -349,7 +374,7 @@ def reads_per_step(search, **settings) -> list[int]:
         memory = encoder(src, mask)
     with counted_reads() as counts:
         decoder = Marking(inner, 2.0, 3, counts)
-        search(decoder, memory, BOS, EOS, 9, **settings)
+        search(decoder, memory)
     marks = decoder.marks
     return [after - before for before, after in zip(marks, marks[1:])]
 
@@ -358,9 +383,23 @@ def reads_per_step(search, **settings) -> list[int]:
 def test_a_step_reads_back_one_small_tensor(search):
     """With finished rows kept in the batch (shrink_below=0), a step reads the device once,
     however many inputs end there; the old search read twice (greedy) or per input (beam)."""
-    settings = {"beam_size": 4, "n_best": 2} if search == "beam" else {}
-    new = {"greedy": greedy, "beam": beam_search}[search]
-    old = {"greedy": reference.greedy, "beam": reference.beam_search}[search]
-    found = reads_per_step(new, **settings, shrink_below=0.0)
+    if search == "beam":
+
+        def new(decoder, memory):
+            settings = SearchSettings(4, n_best=2)
+            return beam_search(decoder, memory, settings, 9, shrink_below=0.0, bos=BOS, eos=EOS)
+
+        def old(decoder, memory):
+            return reference.beam_search(decoder, memory, BOS, EOS, 9, beam_size=4, n_best=2)
+
+    else:
+
+        def new(decoder, memory):
+            return greedy(decoder, memory, 9, shrink_below=0.0, bos=BOS, eos=EOS)
+
+        def old(decoder, memory):
+            return reference.greedy(decoder, memory, BOS, EOS, 9)
+
+    found = reads_per_step(new)
     assert len(found) >= 4 and set(found) == {1}
-    assert max(reads_per_step(old, **settings)) >= (2 if search == "greedy" else 4)
+    assert max(reads_per_step(old)) >= (2 if search == "greedy" else 4)

@@ -874,19 +874,25 @@ def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
         def search_settings(self, beam: int | None, n_best: int | None) -> SimpleNamespace:
             return SimpleNamespace(beam=beam or 5, n_best=n_best or 1)
 
+    class Endpoint:  # the endpoint's own checks, over the stub
+        job, search_settings = ModelEndpoint.job, ModelEndpoint.search_settings
+
+        def __init__(self, model: Stub):
+            self.model = model
+
     asked = TranslateRequest(sentences=["Ein Hund."], attention=True)
     with pytest.raises(RequestError) as refused:
-        ModelEndpoint.job(SimpleNamespace(model=Stub(False)), ["Ein Hund."], asked)
+        Endpoint(Stub(False)).job(["Ein Hund."], asked)
     assert refused.value.status == 422
     assert (
         refused.value.detail
         == "attention was asked for, but the model's NoAttentionDecoder has no attention"
     )
-    job = ModelEndpoint.job(SimpleNamespace(model=Stub(True)), ["Ein Hund."], asked)
-    assert job.settings == (5, 1, True)
+    job = Endpoint(Stub(True)).job(["Ein Hund."], asked)
+    assert (job.settings.beam, job.settings.n_best, job.attention) == (5, 1, True)
     plain = TranslateRequest(sentences=["Ein Hund."], beam=2)
-    job = ModelEndpoint.job(SimpleNamespace(model=Stub(False)), ["Ein Hund."], plain)
-    assert job.settings == (2, 1, False)
+    job = Endpoint(Stub(False)).job(["Ein Hund."], plain)
+    assert (job.settings.beam, job.settings.n_best, job.attention) == (2, 1, False)
 
 
 @pytest.mark.slow

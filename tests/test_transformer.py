@@ -19,7 +19,7 @@ from seqtasks.encoders import TransformerEncoder
 from seqtasks.layers.dropout import Dropout
 from seqtasks.layers.memory import Memory, lengths_to_mask
 from seqtasks.layers.transformer import grid_positions, sinusoidal_table
-from seqtasks.search import beam_search, greedy
+from seqtasks.search import SearchSettings, beam_search, greedy
 from seqtasks.training.schedules import InverseSqrtWarmup
 
 VOCAB, B, S = 13, 3, 7
@@ -74,9 +74,9 @@ def test_cached_search_equals_rerunning_the_prefix(norm):
         memory = encoder(src, mask)
     uncached = PrefixRerunDecoder(decoder)
     for search in (
-        lambda d: greedy(d, memory, BOS_ID, EOS_ID, 9, return_attention=True),
-        lambda d: beam_search(d, memory, BOS_ID, EOS_ID, 9, 1, return_attention=True),
-        lambda d: beam_search(d, memory, BOS_ID, EOS_ID, 9, 3, n_best=3),
+        lambda d: greedy(d, memory, 9, attention=True),
+        lambda d: beam_search(d, memory, SearchSettings(1), 9, attention=True),
+        lambda d: beam_search(d, memory, SearchSettings(3, n_best=3), 9),
     ):
         for fast, slow in zip(search(decoder), search(uncached), strict=True):
             assert [h.tokens for h in fast] == [h.tokens for h in slow]
@@ -139,7 +139,7 @@ def test_transformer_encoder_pairs_with_every_decoder(decoder_class):
     F.cross_entropy(logits.flatten(0, 1), tgt_in.flatten()).backward()
     assert encoder.embedding.weight.grad.abs().sum() > 0
     decoder.eval(), encoder.eval()
-    assert len(greedy(decoder, encoder(src, mask), BOS_ID, EOS_ID, 4)) == B
+    assert len(greedy(decoder, encoder(src, mask), 4)) == B
 
 
 def copy_task(n: int, seed: int = 0):
@@ -182,7 +182,7 @@ def test_every_norm_placement_overfits_a_copy_task(norm):
             break
     encoder.eval(), decoder.eval()
     with torch.no_grad():
-        results = greedy(decoder, encoder(src, mask), BOS_ID, EOS_ID, 10)
+        results = greedy(decoder, encoder(src, mask), 10)
     targets = [row[m].tolist() for row, m in zip(src, mask, strict=True)]
     exact = sum(r[0].tokens == t for r, t in zip(results, targets, strict=True)) / len(targets)
     assert exact == 1.0, f"{norm}: exact match {exact:.0%}, last epoch's loss {total:.3f}"

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
+from torch import Tensor
 
 from seqtasks.data.batch import pad
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
-from seqtasks.search import Hypothesis, SearchSettings, run_batches
+from seqtasks.search import Hypothesis, SearchSettings, run_batches, search
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
 from seqtasks.tasks.base import EncoderDecoderTask
 
@@ -68,13 +69,20 @@ class Model:
         n_best: int | None = None,
         stop: str | None = None,
         max_length: int | None = None,
+        settings: SearchSettings | None = None,
     ) -> SearchSettings:
-        """What a call with these arguments searches with: the checkpoint's settings (its
-        `test_beam`, `length_alpha`, `beam_stop`, length limits), each argument given (not None)
-        instead. Raises a ValueError naming a bad one (`SearchSettings`)."""
-        return self.task.test_settings.override(
-            beam=beam, n_best=n_best, stop=stop, max_length=max_length
-        )
+        """What a call with these arguments searches with: `settings` as they are, when given
+        (a server's job, a caller's own); else the checkpoint's settings (its `test_beam`,
+        `length_alpha`, `beam_stop`, length limits), each argument given (not None) instead.
+        Raises a ValueError naming a bad one (`SearchSettings`), or for `settings` given with
+        any of the others."""
+        if settings is None:
+            return self.task.test_settings.override(
+                beam=beam, n_best=n_best, stop=stop, max_length=max_length
+            )
+        if any(value is not None for value in (beam, n_best, stop, max_length)):
+            raise ValueError("give settings, or beam, n_best, stop and max_length: not both")
+        return settings
 
     @property
     def device(self) -> torch.device:
@@ -118,14 +126,23 @@ class Model:
         def search_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)  # (B, S)
-            nbests = self.task.decode(src, src != PAD_ID, settings, attention)
-            for i, nbest in zip(rows, nbests):
+            for i, nbest in zip(rows, self.search(src, src != PAD_ID, settings, attention)):
                 results[i] = nbest
 
         lengths = [len(sources[i]) + 1 for i in todo]
         batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
         run_batches(search_batch, batches, workers, self.device.type)
         return results
+
+    @torch.no_grad()
+    def search(
+        self, src: Tensor, mask: Tensor, settings: SearchSettings, attention: bool
+    ) -> list[list[Hypothesis]]:
+        """Encode a batch of padded token ids and `search` from it, under the task's
+        constraint."""
+        memory = self.task.encoder(src, mask)
+        task = self.task
+        return search(task.decoder, memory, settings, task.search_constraint(memory), attention)
 
     def require_attention(self) -> None:
         """Raise a ValueError naming the decoder if results cannot carry attention."""

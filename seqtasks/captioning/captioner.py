@@ -16,7 +16,7 @@ from torch import Tensor
 from seqtasks.api.model import Model, as_list, decoded, with_alternatives
 from seqtasks.captioning.captions import ImageSource, load_image
 from seqtasks.captioning.task import CaptioningTask
-from seqtasks.search import Hypothesis, SearchSettings
+from seqtasks.search import Hypothesis, SearchSettings, search
 from seqtasks.search.settings import check_positive
 
 __all__ = ["Caption", "Captioner"]
@@ -52,17 +52,18 @@ class Captioner(Model):
         attention: bool = False,
         batch_size: int = 16,
         stop: str | None = None,
+        settings: SearchSettings | None = None,
     ) -> list[Caption]:
         """One `Caption` per image, in order. An image is a file path, the bytes of an encoded
         image (an upload), a PIL image, or a row of a (B, 3, S, S) tensor of RGB in [0, 1] at
         S = `image_size`. `attention` keeps each word's attention over the image grid. `beam`,
-        `n_best` and `stop` as for `Translator.translate`.
+        `n_best`, `stop` and `settings` as for `Translator.translate`.
 
         Raises:
             OSError: naming the first image that cannot be read (`read` it first to caption
                 the readable ones of a mixed list).
         """
-        settings = self.search_settings(beam, n_best, stop)
+        settings = self.search_settings(beam, n_best, stop, settings=settings)
         check_positive("batch_size", batch_size)
         if attention:
             self.require_attention()
@@ -78,10 +79,11 @@ class Captioner(Model):
         self, images: Tensor, settings: SearchSettings, attention: bool = False
     ) -> list[Caption]:
         """(B, 3, S, S) pixels -> a caption per image, searched together."""
-        memory = self.task.encoder(images.to(self.device))
+        task = self.task
+        memory = task.encoder(images.to(self.device))
+        found = search(task.decoder, memory, settings, task.search_constraint(memory), attention)
         return [
-            with_alternatives([self.caption_of(h, memory.grid) for h in nbest])
-            for nbest in self.task.search(memory, settings, attention)
+            with_alternatives([self.caption_of(h, memory.grid) for h in nbest]) for nbest in found
         ]
 
     def caption_of(self, hypothesis: Hypothesis, grid: tuple[int, int]) -> Caption:

@@ -13,6 +13,7 @@ import torch
 from fastapi import Body
 from pydantic import ValidationError
 
+from seqtasks.search.settings import SearchSettings
 from seqtasks.serving.answers import result, weights
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
@@ -64,9 +65,9 @@ class CaptionEndpoint(ModelEndpoint):
         pixels = read_image(self.model, upload.image, self.limits.max_pixels)  # (3, S, S)
         return self.job([pixels], settings)
 
-    def run(self, inputs: list[torch.Tensor], beam: int, n_best: int, attention: bool = False):
+    def run(self, inputs: list[torch.Tensor], settings: SearchSettings, attention: bool):
         images = torch.stack(inputs)  # (B, 3, S, S)
-        return self.model.caption(images, beam=beam, n_best=n_best, attention=attention)
+        return self.model.caption(images, attention=attention, settings=settings)
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
         (caption,) = results

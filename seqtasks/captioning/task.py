@@ -18,7 +18,7 @@ from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.layers.memory import Memory
-from seqtasks.search import SearchSettings
+from seqtasks.search import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Losses
 from seqtasks.tasks.stored import StoredEntries
 
@@ -141,13 +141,17 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
         groups = [*self.encoder.parameter_groups(), {"params": list(self.decoder.parameters())}]
         return [group for group in groups if group["params"]]
 
+    def evaluation_attention(self, batch: CaptionBatch) -> bool:
+        """On the shapes world (scenes known), to read the attention against the scene."""
+        return batch.scenes[0] is not None
+
     def evaluation_records(
-        self, batch: CaptionBatch, memory: Memory, settings: SearchSettings, losses: Losses
+        self, batch: CaptionBatch, found: list[list[Hypothesis]], memory: Memory, losses: Losses
     ) -> list[Captioned]:
         """Captions; on the shapes world (scenes known) also read against the scene."""
         shapes = batch.scenes[0] is not None
         records = []
-        for i, nbest in enumerate(self.search(memory, settings, return_attention=shapes)):
+        for i, nbest in enumerate(found):
             best = nbest[0]
             loss, tokens = losses[i]
             record = Captioned(
@@ -168,8 +172,7 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
 
     def predict_step(self, batch: CaptionBatch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, caption) for each image of the batch."""
-        hypotheses = self.search(self.encode(batch), self.test_settings)
         return [
             (int(i), self.tokenizer.decode(nbest[0].tokens))
-            for i, nbest in zip(batch.index, hypotheses)
+            for i, nbest in zip(batch.index, self.predicted(batch))
         ]

@@ -60,6 +60,10 @@ class BracketConstraint:
         self.close_of = torch.tensor([ids[f"){label}"] for label in labels] or [eos], device=device)
         self.words, self.eos = words, eos
 
+    def room(self, limits: Tensor) -> Tensor:
+        """At least the words and one bracket around them (and EOS): words + 3."""
+        return torch.maximum(limits, self.words + 3)
+
     def start(self, max_length: Tensor, beam_size: int) -> BracketState:
         limit = max_length.to(self.words.device) - 1  # EOS is chosen at step max_length − 1
         if bool((limit < self.words + 2).any()):

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from seqtasks.data.text import check_text
 from seqtasks.parsing.ptb_text import check_tokens
+from seqtasks.search.settings import SearchSettings
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
 from seqtasks.serving.requests import SearchRequest
@@ -79,8 +80,8 @@ class ParseEndpoint(ModelEndpoint):
             raise RequestError(422, str(error)) from None
         return words, len(words)
 
-    def run(self, inputs: list[list[str]], beam: int, n_best: int, attention: bool = False):
-        return self.model.parse(inputs, beam=beam, n_best=n_best)
+    def run(self, inputs: list[list[str]], settings: SearchSettings, attention: bool):
+        return self.model.parse(inputs, settings=settings)
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
         return answer(results)

@@ -18,7 +18,7 @@ from seqtasks.parsing.linearisation import tree_from_output
 from seqtasks.parsing.ptb_text import PTBTokenizer, check_tokens, escape_brackets
 from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import ROOT, to_line
-from seqtasks.search import Hypothesis
+from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
 
 CPU_ROWS = 40_000  # search rows (words × beam) per batch, but for an "auto" budget on a GPU
@@ -62,17 +62,18 @@ class Parser(Model):
         max_tokens: TokenBudget = "auto",
         stop: str | None = None,
         workers: int | None = None,
+        settings: SearchSettings | None = None,
     ) -> list[Parse]:
         """One `Parse` per sentence, in order. A sentence is a string, split into PTB tokens
         (round brackets become -LRB- -RRB-, quotes `` ''), or a list of tokens, taken as they
         are. With `tags` the preterminals carry them instead of what the model writes. An
         empty sentence gives the empty tree `(TOP )`. `beam`, `n_best`, `stop`, `max_tokens`
-        (in words) and `workers` as for `Translator.translate`; batches also hold at most
-        `CPU_ROWS` search rows (words × beam), but for an "auto" budget on a GPU, which bounds
-        the rows itself. The budgets measured fastest on a 2-core CPU, greedy and with beam 10
-        (docs/parsing.md, "Speed"); the output does not depend on them but through the
+        (in words), `workers` and `settings` as for `Translator.translate`; batches also hold at
+        most `CPU_ROWS` search rows (words × beam), but for an "auto" budget on a GPU, which
+        bounds the rows itself. The budgets measured fastest on a 2-core CPU, greedy and with
+        beam 10 (docs/parsing.md, "Speed"); the output does not depend on them but through the
         batching."""
-        settings = self.search_settings(beam, n_best, stop)
+        settings = self.search_settings(beam, n_best, stop, settings=settings)
         check_max_tokens(max_tokens)
         sentences = as_list(sentences, "sentences")
         words = [self.tokens(sentence, i) for i, sentence in enumerate(sentences)]

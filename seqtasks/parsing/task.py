@@ -6,9 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
-from torch import Tensor
-
 from seqtasks.data.batch import Batch
 from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.decoders.base import Decoder
@@ -20,7 +17,7 @@ from seqtasks.parsing.linearisation import tree_from_output
 from seqtasks.parsing.scores import Parsed, ParseScores
 from seqtasks.parsing.trees import to_line
 from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary
-from seqtasks.search import SearchSettings
+from seqtasks.search import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Losses
 from seqtasks.tasks.stored import StoredEntries
 
@@ -101,11 +98,6 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
         return {"vocabulary": datamodule.vocabulary.as_dict()}
 
     # ---- decoding: only well-formed trees over the input words --------------------------
-    def search_limits(self, memory: Memory, settings: SearchSettings) -> Tensor:
-        words = memory.lengths - 1  # the source is words + EOS
-        limits = super().search_limits(memory, settings)
-        return torch.maximum(limits, words + 3)  # room for one bracket
-
     def search_constraint(self, memory: Memory) -> BracketConstraint | None:
         if not self.constrained:
             return None
@@ -114,10 +106,9 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
 
     # ---- evaluation -----------------------------------------------------------------------
     def evaluation_records(
-        self, batch: Batch, memory: Memory, settings: SearchSettings, losses: Losses
+        self, batch: Batch, found: list[list[Hypothesis]], memory: Memory, losses: Losses
     ) -> list[Parsed]:
-        hypotheses = self.search(memory, settings)
-        written = [self.vocabulary.target.decode(nbest[0].tokens) for nbest in hypotheses]
+        written = [self.vocabulary.target.decode(nbest[0].tokens) for nbest in found]
         return [
             Parsed(int(i), loss, tokens, sequence, gold)
             for i, (loss, tokens), sequence, gold in zip(
@@ -133,9 +124,8 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, predicted tree on one line) for each sentence of the batch."""
-        hypotheses = self.decode(batch.src, batch.src_mask, self.test_settings)
         pieces = self.vocabulary.target.pieces
         return [
             (int(i), to_line(tree_from_output(pieces(nbest[0].tokens), words.split())[0]))
-            for i, nbest, words in zip(batch.index, hypotheses, batch.src_text)
+            for i, nbest, words in zip(batch.index, self.predicted(batch), batch.src_text)
         ]

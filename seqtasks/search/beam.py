@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.memory import Memory
 from seqtasks.search.hypothesis import (
@@ -19,6 +20,7 @@ from seqtasks.search.hypothesis import (
     shrink_threshold,
 )
 from seqtasks.search.nbest import Candidates, NBest
+from seqtasks.search.settings import SearchSettings
 
 INF = float("inf")
 
@@ -26,16 +28,6 @@ INF = float("inf")
 def length_penalty(length: int, alpha: float) -> float:
     """Wu et al. (2016): lp(Y) = ((5 + |Y|) / 6)^α; α = 0 ranks by raw log-probability."""
     return ((5.0 + length) / 6.0) ** alpha
-
-
-STOPS = ("exact", "heuristic")
-
-
-def check_stop(stop: str, name: str = "stop") -> str:
-    """`stop` if it names a stopping rule of `beam_search`; else a ValueError naming `name`."""
-    if stop not in STOPS:
-        raise ValueError(f"{name} must be one of {', '.join(STOPS)}, got {stop!r}")
-    return stop
 
 
 @dataclass
@@ -87,24 +79,25 @@ def _input_done(stop: str, groups: Groups, ending: Tensor, t: int, alpha: float,
 def beam_search(
     decoder: Decoder,
     memory: Memory,
-    bos: int,
-    eos: int,
+    settings: SearchSettings,
     max_length: int | Tensor,
-    beam_size: int = 5,
-    alpha: float = 1.0,
-    n_best: int = 1,
-    return_attention: bool = False,
+    *,
+    attention: bool = False,
     constraint: Constraint | None = None,
-    stop: str = "exact",
     shrink_below: float | None = None,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
-    """Batched beam search: all inputs and all K beams advance together as B·K rows.
+    """Batched beam search: all inputs and all K = `settings.beam` beams advance together as
+    B·K rows, each input ending at its `max_length` (an int, or (B,) limits), and gives the
+    `settings.n_best` best of each, with their attention if asked for.
 
     At each step the 2K best extensions of each input are taken; those ending in EOS (among the
     K best) are set aside as finished, the K best others continue. An input is done when its
     `stop` rule says so, or when it reaches its length limit, where its live beams are returned
     unfinished, so every input always gets at least one hypothesis. Finished hypotheses are
-    ranked by score / lp(length), the length counted including EOS. `stop`:
+    ranked by score / lp(length), the length counted including EOS (α = `settings.
+    length_alpha`). `settings.stop`:
 
     - "exact": once it has `n_best` finished and no live beam can beat the `n_best`-th best
       at any length up to the limit (a raw score s only falls, so it reaches at most
@@ -121,10 +114,8 @@ def beam_search(
     the rows are live (`shrink_threshold`: at once on a CPU, below half on a GPU); its results
     do not depend on when.
     """
-    check_stop(stop)
-    if n_best > beam_size:
-        raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
-    batch, k, device = memory.states.size(0), beam_size, memory.states.device
+    k, alpha, n_best, stop = settings.beam, settings.length_alpha, settings.n_best, settings.stop
+    batch, device = memory.states.size(0), memory.states.device
     limits = as_limits(max_length, batch, device)  # (B,)
     steps = int(limits.max()) if batch else 0
     penalties = torch.tensor(  # lp(n) for n = 0 … steps, as `length_penalty` gives it
@@ -147,7 +138,7 @@ def beam_search(
     )
     prev = torch.full((batch * k,), bos, dtype=torch.long, device=device)
     history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n·K, t)
-    attention: Tensor | None = None  # (n·K, t, S)
+    kept: Tensor | None = None  # (n·K, t, S) the attention behind each row's tokens
     offsets = torch.arange(batch, device=device)[:, None] * k  # (n, 1) each group's first row
 
     for t in range(steps):
@@ -160,13 +151,11 @@ def beam_search(
         origin = top_index // width  # (n, 2K) the beam each extends
         token = row_tokens.view(n, k * width).gather(1, top_index)  # (n, 2K)
         is_eos = token == eos
-        old_history, old_attention = history, attention
-        if return_attention and weights is not None:
+        old_history, old_kept = history, kept
+        if attention and weights is not None:
             step_weights = weights.float()[:, None, :]  # (n·K, 1, S): the attention behind t
-            attention = (
-                step_weights if attention is None else torch.cat([attention, step_weights], 1)
-            )
-            old_attention = attention[:, :t]
+            kept = step_weights if kept is None else torch.cat([kept, step_weights], 1)
+            old_kept = kept[:, :t]
 
         # Hypotheses that end here: EOS among the K best candidates of a live input.
         lp = length_penalty(t + 1, alpha)  # of what ends here, EOS counted
@@ -178,8 +167,8 @@ def beam_search(
         rows = (offsets + origin.gather(1, pick)).view(-1)  # (n·K,) the rows they extend
         prev = token.gather(1, pick).view(-1)
         history = torch.cat([history.index_select(0, rows), prev[:, None]], dim=1)
-        if attention is not None:
-            attention = attention.index_select(0, rows)
+        if kept is not None:
+            kept = kept.index_select(0, rows)
 
         # Inputs that their stop rule ends, or at their length limit, leave the search; at the
         # limit their live beams are returned unfinished.
@@ -190,7 +179,7 @@ def beam_search(
         n_live, n_ended = torch.stack([groups.live.sum(), hit.sum() + cut.sum()]).tolist()
         if n_ended:
             hit_rows = (offsets + origin[:, :k]).view(-1)  # (n·K,) the rows that ended
-            ending = _ending(old_history, old_attention, hit_rows, history, attention, n, k)
+            ending = _ending(old_history, old_kept, hit_rows, history, kept, n, k)
             found.add(groups.inputs, Candidates(torch.cat([hit_score, cut_score], 1), *ending))
         if not n_live:
             break
@@ -198,7 +187,7 @@ def beam_search(
             keep = groups.live.nonzero()[:, 0]
             index = keep_rows(keep, k)
             rows, prev, history = rows[index], prev[index], history[index]
-            attention = None if attention is None else attention[index]
+            kept = None if kept is None else kept[index]
             groups, offsets = groups.select(keep), offsets[: keep.numel()]
         state = decoder.reorder(state, rows)
         if constraint is not None:

@@ -45,6 +45,10 @@ class Constraint(Protocol):
     def reorder(self, state: Any, index: Tensor) -> Any:
         """Row r of the new state takes old row index[r] (as `Decoder.reorder`)."""
 
+    def room(self, limits: Tensor) -> Tensor:
+        """The (B,) length limits the outputs need under the constraint, given the search's
+        own (a grammar may need more than a short input's limit leaves)."""
+
 
 def constrained_log_probs(logits: Tensor, constraint: Constraint | None, state: Any) -> Tensor:
     """(R, V) log-softmax of the logits; −inf where the constraint, if any, forbids a token."""

@@ -11,9 +11,15 @@ from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, replace
 from typing import Any
 
-from seqtasks.search.beam import check_stop
-
 MAX_SOURCE_LENGTH = 250  # source tokens read by default; longer sources are cut
+STOPS = ("exact", "heuristic")  # when beam search ends an input (`beam_search`)
+
+
+def check_stop(stop: str, name: str = "stop") -> str:
+    """`stop` if it names a stopping rule of `beam_search`; else a ValueError naming `name`."""
+    if stop not in STOPS:
+        raise ValueError(f"{name} must be one of {', '.join(STOPS)}, got {stop!r}")
+    return stop
 
 
 def check_positive(name: str, value: Any) -> int:
@@ -25,7 +31,9 @@ def check_positive(name: str, value: Any) -> int:
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How to search: greedy for one beam and one output, beam search otherwise.
+    """How to search: greedy for one beam and one output, beam search otherwise. Built and
+    checked once (from a config, a command's options, an API call or an HTTP request), it
+    travels whole to the search loop (`seqtasks.search.search`).
 
     Attributes:
         beam: beam size (1 with n_best 1: greedy).
@@ -42,10 +50,10 @@ class SearchSettings:
     """
 
     beam: int
-    length_alpha: float
-    stop: str
-    max_length_ratio: float
-    max_length_offset: int
+    length_alpha: float = 1.0
+    stop: str = "exact"
+    max_length_ratio: float = 1.5
+    max_length_offset: int = 10
     n_best: int = 1
     max_length: int = MAX_SOURCE_LENGTH
     names: InitVar[Mapping[str, str] | None] = None

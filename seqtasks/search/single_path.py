@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders.base import Decoder
 from seqtasks.layers.memory import Memory
 from seqtasks.search.hypothesis import (
@@ -27,7 +28,7 @@ def _one_path(
     eos: int,
     max_length: int | Tensor,
     pick: Callable[[Tensor], Tensor],
-    return_attention: bool,
+    attention: bool,
     constraint: Constraint | None,
     shrink_below: float | None,
 ) -> list[list[Hypothesis]]:
@@ -52,7 +53,7 @@ def _one_path(
     live = torch.ones(batch, dtype=torch.bool, device=device)  # (R,)
     tokens = torch.full((batch, steps), eos, dtype=torch.long, device=device)  # (B, T)
     log_probs_chosen = torch.zeros((batch, steps), device=device)  # (B, T)
-    attention: Tensor | None = None  # (B, T, S)
+    kept: Tensor | None = None  # (B, T, S) the attention behind each token
     for t in range(steps):
         logits, state, weights = decoder.step(prev, state)
         log_probs = constrained_log_probs(logits, constraint, constraint_state)  # (R, V)
@@ -61,10 +62,10 @@ def _one_path(
             constraint_state = constraint.advance(constraint_state, choice)
         tokens[inputs, t] = choice
         log_probs_chosen[inputs, t] = log_probs.gather(1, choice[:, None])[:, 0]
-        if return_attention and weights is not None:
-            if attention is None:
-                attention = weights.new_zeros((batch, steps, weights.size(-1)), dtype=torch.float)
-            attention[inputs, t] = weights.float()
+        if attention and weights is not None:
+            if kept is None:
+                kept = weights.new_zeros((batch, steps, weights.size(-1)), dtype=torch.float)
+            kept[inputs, t] = weights.float()
         live &= (choice != eos) & (limit > t + 1)
         rows = live.sum().item()  # the step's one read-back
         if not rows:
@@ -76,7 +77,7 @@ def _one_path(
                 constraint_state = constraint.reorder(constraint_state, index)
             inputs, limit, live = inputs[index], limit[index], live[index]
         prev = choice
-    return _read_back(tokens, log_probs_chosen, limits, eos, attention, memory.lengths.tolist())
+    return _read_back(tokens, log_probs_chosen, limits, eos, kept, memory.lengths.tolist())
 
 
 def _read_back(
@@ -112,38 +113,38 @@ def _read_back(
 def greedy(
     decoder: Decoder,
     memory: Memory,
-    bos: int,
-    eos: int,
     max_length: int | Tensor,
-    return_attention: bool = False,
+    *,
+    attention: bool = False,
     constraint: Constraint | None = None,
     shrink_below: float | None = None,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
-    """The most probable (allowed) next token at every step, for a whole batch at once."""
+    """The most probable (allowed) next token at every step, for a whole batch at once, each
+    input ending at its `max_length` (an int, or (B,) limits)."""
     return _one_path(
-        decoder,
-        memory,
-        bos,
-        eos,
-        max_length,
-        lambda lp: lp.argmax(-1),
-        return_attention,
-        constraint,
-        shrink_below,
+        decoder, memory, bos, eos, max_length, _most_probable, attention, constraint, shrink_below
     )
+
+
+def _most_probable(log_probs: Tensor) -> Tensor:
+    """(R,) each row's most probable token."""
+    return log_probs.argmax(-1)
 
 
 def sample(
     decoder: Decoder,
     memory: Memory,
-    bos: int,
-    eos: int,
     max_length: int | Tensor,
+    *,
     temperature: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
-    return_attention: bool = False,
+    attention: bool = False,
     constraint: Constraint | None = None,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
     """Ancestral sampling, optionally from the `top_k` tokens only, at `temperature`. A draw
     takes one number from `generator` per row, so finished rows leave the batch at once
@@ -156,4 +157,4 @@ def sample(
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
         return torch.multinomial(scaled.softmax(-1), 1, generator=generator)[:, 0]
 
-    return _one_path(decoder, memory, bos, eos, max_length, pick, return_attention, constraint, 1.0)
+    return _one_path(decoder, memory, bos, eos, max_length, pick, attention, constraint, 1.0)

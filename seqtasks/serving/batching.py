@@ -29,6 +29,8 @@ from typing import Any
 import litserve as ls
 from fastapi.responses import JSONResponse
 
+from seqtasks.search.settings import SearchSettings
+
 log = logging.getLogger(__name__)
 
 
@@ -43,16 +45,18 @@ class RequestError(Exception):
 
 @dataclass
 class Job:
-    """A checked request: its inputs (sentences, or one image's pixels) and search settings."""
+    """A checked request: its inputs (sentences, or one image's pixels), the search settings
+    its results are searched with (whole, as the model's search takes them), and whether they
+    keep their attention weights."""
 
     inputs: list[Any]
-    beam: int
-    n_best: int
-    attention: bool = False  # whether the results keep their attention weights
+    settings: SearchSettings
+    attention: bool = False
 
     @property
-    def settings(self) -> tuple[int, int, bool]:
-        return self.beam, self.n_best, self.attention
+    def group(self) -> tuple[SearchSettings, bool]:
+        """What the jobs served by one model call share."""
+        return self.settings, self.attention
 
 
 class BatchedEndpoint(ls.LitAPI):
@@ -81,10 +85,10 @@ class BatchedEndpoint(ls.LitAPI):
         batched = self.max_batch_size > 1
         items = list(items) if batched else [items]
         outputs: list[Any] = list(items)  # a RequestError stays in its place
-        groups: dict[tuple[int, int, bool], list[int]] = {}
+        groups: dict[tuple[SearchSettings, bool], list[int]] = {}
         for position, item in enumerate(items):
             if isinstance(item, Job):
-                groups.setdefault(item.settings, []).append(position)
+                groups.setdefault(item.group, []).append(position)
         for positions in groups.values():
             results = self._serve([items[p] for p in positions])
             for position, result in zip(positions, results, strict=True):
@@ -108,10 +112,9 @@ class BatchedEndpoint(ls.LitAPI):
 
     def _serve(self, jobs: list[Job]) -> list[list[Any] | RequestError]:
         """Each job's results from one model call on all their inputs (jobs of one setting)."""
-        beam, n_best, attention = jobs[0].settings
         inputs = [x for job in jobs for x in job.inputs]
         try:
-            results = list(self.run(inputs, beam, n_best, attention))
+            results = list(self.run(inputs, jobs[0].settings, jobs[0].attention))
             if len(results) != len(inputs):
                 raise RuntimeError(f"{len(results)} results for {len(inputs)} inputs")
         except Exception:
@@ -131,9 +134,9 @@ class BatchedEndpoint(ls.LitAPI):
         """The request as a Job, or raise RequestError saying what is wrong with it."""
         raise NotImplementedError
 
-    def run(self, inputs: list[Any], beam: int, n_best: int, attention: bool = False) -> list[Any]:
-        """One result per input, in order, from one call of the model (`attention`: with the
-        attention weights behind each result)."""
+    def run(self, inputs: list[Any], settings: SearchSettings, attention: bool) -> list[Any]:
+        """One result per input, in order, from one call of the model searching with
+        `settings` (`attention`: with the attention weights behind each result)."""
         raise NotImplementedError
 
     def respond(self, results: list[Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from seqtasks.search.settings import MAX_SOURCE_LENGTH
+from seqtasks.search.settings import MAX_SOURCE_LENGTH, SearchSettings
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.requests import SearchRequest
 from seqtasks.serving.workers import report_setup_failure
@@ -115,15 +115,20 @@ class ModelEndpoint(BatchedEndpoint):
 
     def job(self, inputs: list[Any], request: SearchRequest) -> Job:
         """The request's inputs with the search settings it asks for, the model's where it
-        gives none (`Model.search_settings`); 422 for settings that cannot work together."""
+        gives none (`search_settings`); 422 for settings that cannot work together."""
         attention = getattr(request, "attention", False)
         try:
-            settings = self.model.search_settings(request.beam, request.n_best)
+            settings = self.search_settings(request)
             if attention:
                 self.model.require_attention()
         except ValueError as error:  # an n_best over the beam; a decoder without attention
             raise RequestError(422, str(error)) from None
-        return Job(inputs, settings.beam, settings.n_best, attention)
+        return Job(inputs, settings, attention)
+
+    def search_settings(self, request: SearchRequest) -> SearchSettings:
+        """What the request's results are searched with: the model's settings, with the beam
+        and n_best it gives (`Model.search_settings`, which checks them)."""
+        return self.model.search_settings(request.beam, request.n_best)
 
     def check_attention(self, request: SearchRequest, lengths: list[int]) -> None:
         """Refuse (413), before any search, an answer whose attention could hold more weights

@@ -11,12 +11,12 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from seqtasks.data.tokenizer import PAD_ID
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
-from seqtasks.search import Constraint, Hypothesis, SearchSettings, beam_search, greedy, max_lengths
+from seqtasks.search import Constraint, Hypothesis, SearchSettings, search
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import check_decoder, check_encoder
 from seqtasks.training.checkpoint_hooks import CheckpointHooks
@@ -149,19 +149,25 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
 
     # ---- evaluation: a record per example, scored once per split ----------------------------
     def evaluation_records(
-        self, batch: Any, memory: Memory, settings: SearchSettings, losses: Losses
+        self, batch: Any, found: list[list[Hypothesis]], memory: Memory, losses: Losses
     ) -> list[Any]:
-        """The batch decoded (with `settings`) as the task's records; `losses` has, per example,
-        its objective summed over its target tokens and their number."""
+        """The task's records of a batch and what search `found` for it; `losses` has, per
+        example, its objective summed over its target tokens and their number."""
         raise NotImplementedError
 
+    def evaluation_attention(self, batch: Any) -> bool:
+        """Whether the records of `batch` read the attention of what search found."""
+        return False
+
     def _evaluate(self, batch: Any, scores: RecordMetric, settings: SearchSettings) -> None:
-        """The teacher-forced loss and a search, from one encoding of the batch."""
+        """The teacher-forced loss and a search (as every caller searches: `search`), from one
+        encoding of the batch."""
         memory, output = self.teacher_forced(batch)
         objective = self.objective(output, batch.tgt_out, memory.mask).tolist()
         tokens = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
-        records = self.evaluation_records(batch, memory, settings, list(zip(objective, tokens)))
-        scores.update(records)
+        attention = self.evaluation_attention(batch)
+        found = search(self.decoder, memory, settings, self.search_constraint(memory), attention)
+        scores.update(self.evaluation_records(batch, found, memory, list(zip(objective, tokens))))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         self._evaluate(batch, self.val_scores, self.val_settings)
@@ -189,46 +195,14 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
             key = f"{stage}/{name}"
             self.log(key, value, prog_bar=key == self.monitor, sync_dist=True)
 
-    # ---- decoding ---------------------------------------------------------------------------
-    @torch.no_grad()
-    def decode(
-        self, src: Tensor, mask: Tensor, settings: SearchSettings, return_attention: bool = False
-    ) -> list[list[Hypothesis]]:
-        """Encode a padded batch and `search` from it."""
-        return self.search(self.encoder(src, mask), settings, return_attention)
-
-    @torch.no_grad()
-    def search(
-        self, memory: Memory, settings: SearchSettings, return_attention: bool = False
-    ) -> list[list[Hypothesis]]:
-        """Per input, its `settings.n_best` outputs, best first: greedy search for one beam and
-        one output, batched beam search otherwise, within `search_limits` and under
-        `search_constraint`."""
-        limits = self.search_limits(memory, settings)
-        constraint = self.search_constraint(memory)
-        if settings.greedy:
-            return greedy(
-                self.decoder, memory, BOS_ID, EOS_ID, limits, return_attention, constraint
-            )
-        return beam_search(
-            self.decoder,
-            memory,
-            BOS_ID,
-            EOS_ID,
-            limits,
-            settings.beam,
-            settings.length_alpha,
-            settings.n_best,
-            return_attention,
-            constraint,
-            settings.stop,
-        )
-
-    def search_limits(self, memory: Memory, settings: SearchSettings) -> Tensor:
-        """(B,) output length limits: ratio · input length + offset, at most the decoder's."""
-        ratio, offset = settings.max_length_ratio, settings.max_length_offset
-        return max_lengths(memory, ratio, offset, self.decoder.max_positions)
-
+    # ---- search ---------------------------------------------------------------------------
     def search_constraint(self, memory: Memory) -> Constraint | None:
-        """What the outputs must obey (a task with an output grammar overrides this)."""
+        """What the outputs of a search from `memory` must obey (a task with an output grammar
+        overrides this); every caller of `search` asks it."""
         return None
+
+    @torch.no_grad()
+    def predicted(self, batch: Any) -> list[list[Hypothesis]]:
+        """What search finds for a batch with the test settings (`predict_step`)."""
+        memory = self.encode(batch)
+        return search(self.decoder, memory, self.test_settings, self.search_constraint(memory))

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from seqtasks.data.text import check_text
+from seqtasks.search.settings import SearchSettings
 from seqtasks.serving.answers import result, weights
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
@@ -69,13 +70,17 @@ class TranslateEndpoint(ModelEndpoint):
     def read(self, index: int, sentence: str) -> tuple[str, int]:
         return sentence, len(self.model.task.src_tokenizer.encode(sentence.strip()))
 
-    def run(self, inputs: list[str], beam: int, n_best: int, attention: bool = False) -> list[Any]:
-        limit = self.limits.max_length
-        found = self.model.translate(
-            inputs, beam=beam, n_best=n_best, attention=attention, max_length=limit
-        )
+    def search_settings(self, request: TranslateRequest) -> SearchSettings:
+        """The model's, with the request's beam and n_best, reading at most the server's
+        `max_length` subwords of a source."""
+        settings = super().search_settings(request)
+        return settings.override(max_length=self.limits.max_length)
+
+    def run(self, inputs: list[str], settings: SearchSettings, attention: bool) -> list[Any]:
+        found = self.model.translate(inputs, attention=attention, settings=settings)
         if not attention:
             return found
+        limit = settings.max_length
         return [
             Attended(t, self.model.source_pieces(s, max_length=limit))
             for t, s in zip(found, inputs, strict=True)

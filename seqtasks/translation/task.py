@@ -10,7 +10,7 @@ from seqtasks.data.tokenizer import SentencePieceTokenizer
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.layers.memory import Memory
-from seqtasks.search import SearchSettings
+from seqtasks.search import Hypothesis
 from seqtasks.tasks.base import EncoderDecoderTask, Losses
 from seqtasks.tasks.stored import StoredEntries
 from seqtasks.translation import TASK
@@ -103,10 +103,9 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
 
     # ---- evaluation -----------------------------------------------------------------------
     def evaluation_records(
-        self, batch: Batch, memory: Memory, settings: SearchSettings, losses: Losses
+        self, batch: Batch, found: list[list[Hypothesis]], memory: Memory, losses: Losses
     ) -> list[Translated]:
-        hypotheses = self.search(memory, settings)
-        texts = [self.tgt_tokenizer.decode(nbest[0].tokens) for nbest in hypotheses]
+        texts = [self.tgt_tokenizer.decode(nbest[0].tokens) for nbest in found]
         return [
             Translated(int(i), loss, tokens, source, text, reference)
             for i, (loss, tokens), source, text, reference in zip(
@@ -116,8 +115,7 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, translation) for each sentence of the batch."""
-        hypotheses = self.decode(batch.src, batch.src_mask, self.test_settings)
         return [
             (int(i), self.tgt_tokenizer.decode(nbest[0].tokens))
-            for i, nbest in zip(batch.index, hypotheses)
+            for i, nbest in zip(batch.index, self.predicted(batch))
         ]

@@ -14,7 +14,7 @@ from torch import Tensor
 from seqtasks.api.model import Model, as_list, decoded, with_alternatives
 from seqtasks.data.text import check_text
 from seqtasks.data.tokenizer import EOS_ID
-from seqtasks.search import Hypothesis
+from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
 from seqtasks.translation.data import encode_source
 from seqtasks.translation.task import TranslationTask
@@ -65,6 +65,7 @@ class Translator(Model):
         max_tokens: TokenBudget = "auto",
         stop: str | None = None,
         workers: int | None = None,
+        settings: SearchSettings | None = None,
     ) -> list[Translation]:
         """One `Translation` per sentence (raw text), in order; an empty sentence gives an
         empty translation, a source over `max_length` subwords is cut (with a warning).
@@ -72,9 +73,11 @@ class Translator(Model):
         `seqtasks.search.beam_search`) and `max_length`: the checkpoint's unless given
         (`search_settings`). Batches hold about `max_tokens` source subwords ("auto": by
         device, `batch_tokens`), taken by `workers` threads on a CPU (`search_sources`).
+        `settings`: a `SearchSettings` to search with instead (then none of `beam`, `n_best`,
+        `stop` and `max_length`).
         `attention` keeps each translation's attention matrix (its pieces × the source's,
         `source_pieces`)."""
-        settings = self.search_settings(beam, n_best, stop, max_length)
+        settings = self.search_settings(beam, n_best, stop, max_length, settings)
         check_max_tokens(max_tokens)
         sentences = sentences_of(sentences)
         if attention:
