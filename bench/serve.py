@@ -8,7 +8,7 @@
 1. Offline reference: the first --sentences lines of --source translated by
    `seqtasks.load(CKPT).translate(lines, beam=...)` in one call, in this process, before the
    server starts (so the two never share the cores).
-2. The server: `python -m seqtasks.serving CKPT` with the batching options given, started in a
+2. The server: `python -m seqtasks serve CKPT` with the batching options given, started in a
    subprocess (or --url, a server already running), warmed up with a few requests.
 3. For each number of clients: that many threads, each with its own keep-alive HTTP connection,
    take requests of --per-request lines from one queue of the same lines until all are sent;
@@ -57,7 +57,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, "-m", "seqtasks.serving", args.checkpoint, "--port", str(port)]
+    command = [sys.executable, "-m", "seqtasks", "serve", args.checkpoint, "--port", str(port)]
     command += ["--max-batch-size", str(args.max_batch_size)]
     command += ["--batch-timeout", str(args.batch_timeout)]
     command += ["--workers-per-device", str(args.workers_per_device)]

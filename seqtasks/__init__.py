@@ -4,7 +4,7 @@ Dimension legend used in every docstring and shape comment:
     B batch, S source positions (tokens or image cells), T target positions, D model width,
     V vocabulary, L = H·W image locations, K beam size, H heads (or grid height).
 
-From Python: `seqtasks.load(checkpoint)` (see `seqtasks.api`), imported on first use so that
+From Python: `seqtasks.load(checkpoint)` (see `seqtasks.tasks.load`), imported on first use so that
 `import seqtasks` stays light (the components import neither Lightning nor the tasks).
 """
 
@@ -20,7 +20,7 @@ def __getattr__(name: str):
     """`seqtasks.load`, and each task's model class and result type (`seqtasks.Translator`,
     `seqtasks.Translation`, …: the names its model's module exports), imported when asked for."""
     if name == "load":
-        from seqtasks.api import load
+        from seqtasks.tasks.load import load
 
         return load
     from seqtasks.registry import tasks

@@ -242,7 +242,9 @@ def commands(task: str, checkpoint: Path, work: Path) -> dict[str, list[str]]:
         if task == "translation":
             out = seqtasks(["translate", *ck, *search], "\n".join(DATES) + "\n")
         elif task == "parsing":
-            out = seqtasks(["parse", *ck, "--pretokenized", *search], "\n".join(SENTENCES) + "\n")
+            out = seqtasks(
+                ["parse", *ck, "--pretokenized", "--beam", beam], "\n".join(SENTENCES) + "\n"
+            )
         else:
             images = sorted(map(str, (work / "shapes" / "images").glob("test_*.png")))
             out = seqtasks(["caption", *images, *ck, *search])

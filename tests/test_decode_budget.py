@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import seqtasks
-from seqtasks.api.model import Model
 from seqtasks.cli import evaluate
 from seqtasks.decoders import BahdanauDecoder, TransformerDecoder
 from seqtasks.parsing import command as parse
@@ -22,6 +21,7 @@ from seqtasks.search.budget import (
     bytes_per_token,
 )
 from seqtasks.search.ensemble import EnsembleDecoder
+from seqtasks.tasks.model import Model
 from seqtasks.translation import command as translate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"

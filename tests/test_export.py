@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from conftest import REPO, relabel
 from lightning.pytorch.cli import instantiate_module
 
+from seqtasks.cli.export import main
 from seqtasks.data.batch import pad, teacher_forcing
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, train_sentencepiece
-from seqtasks.export import main
 from seqtasks.export.ctranslate2_search import length_limit, translate_as_seqtasks
 from seqtasks.translation.task import TranslationTask
 from seqtasks.translation.translator import Translator
@@ -416,7 +416,7 @@ def test_refuses_an_out_holding_seqtasks_own_files(
     refused_before_loading([str(checkpoint), str(REPO)], says, capsys)  # no --force: safe
     script = tmp_path / "tools/run_export.py"  # as the script being run: safe to lose if broken
     script.parent.mkdir()
-    script.write_text("from seqtasks.export import main\n")
+    script.write_text("from seqtasks.cli.export import main\n")
     monkeypatch.setattr(sys, "argv", [str(script)])
     everything = tree(tmp_path)
     args = [str(checkpoint), str(script.parent), "--force"]
@@ -556,7 +556,7 @@ PAUSED_EXPORT = """
 import os, shutil, sys, time
 from pathlib import Path
 import seqtasks.export.ctranslate2 as export
-from seqtasks.export import main
+from seqtasks.cli.export import main
 
 def pause():
     print("paused", flush=True)

@@ -19,10 +19,10 @@ from conftest import REPO
 from test_export import save, source_pieces, transformer_hparams
 from test_translation_task import make_task
 
+from seqtasks.cli.export import main as export
 from seqtasks.data.batch import Batch, Padding
 from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
-from seqtasks.export import main as export
 from seqtasks.export.ctranslate2_search import translate_as_seqtasks
 from seqtasks.export.ctranslate2_spec import transformer_spec
 from seqtasks.search import search

@@ -23,8 +23,8 @@ from test_bad_input import LUONG, RNN, sample_trees
 
 import seqtasks
 from seqtasks.captioning.task import CaptioningTask
+from seqtasks.cli.export import main as export
 from seqtasks.data.words import WordTokenizer
-from seqtasks.export import main as export
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.identity import NewerModelError
 from seqtasks.parsing.task import ParsingTask

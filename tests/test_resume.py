@@ -16,7 +16,6 @@ from conftest import load_script, relabel
 from test_cli import seqtasks
 from torch import Tensor
 
-from seqtasks.api import load as seqtasks_load
 from seqtasks.cli.main import SeqtasksCLI, main
 from seqtasks.data.batching import bucketed_loader
 from seqtasks.decoders import BahdanauDecoder
@@ -24,6 +23,7 @@ from seqtasks.encoders import RNNEncoder
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.averaging import average_checkpoints
 from seqtasks.model_files.sources import open_model
+from seqtasks.tasks.load import load as seqtasks_load
 from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.translation.dates import DatesData
 from seqtasks.translation.task import TranslationTask

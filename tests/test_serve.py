@@ -33,8 +33,8 @@ from conftest import load_script, subprocess_env, two_step_trainer
 from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
 import seqtasks
-from seqtasks.export import main as export
-from seqtasks.serving import main
+from seqtasks.cli.export import main as export
+from seqtasks.cli.serve import main
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.page import render
 from seqtasks.serving.server import ServerSettings, build_server
@@ -292,7 +292,7 @@ def call(
 
 
 class Server:
-    """`python -m seqtasks.serving ARGS` on a free port, its output in `log`; with `key`, started
+    """`python -m seqtasks serve ARGS` on a free port, its output in `log`; with `key`, started
     with it as LIT_SERVER_API_KEY, and asked with it (`get`, `post`)."""
 
     def __init__(self, args: list[str], folder: Path, key: str | None = None):
@@ -301,7 +301,7 @@ class Server:
         self.log = folder / "server.log"
         env = subprocess_env() | ({"LIT_SERVER_API_KEY": key} if key is not None else {})
         with open(self.log, "wb") as log:
-            command = [sys.executable, "-m", "seqtasks.serving", *args, "--log-level", "warning"]
+            command = [sys.executable, "-m", "seqtasks", "serve", *args, "--log-level", "warning"]
             self.process = subprocess.Popen(
                 [*command, "--port", self.url.rpartition(":")[2]],
                 stdout=log,
@@ -857,8 +857,8 @@ def test_attention_asked_of_a_model_without_it_is_refused_naming_its_decoder():
     a failure in the worker."""
     from types import SimpleNamespace
 
-    from seqtasks.api.model import Model
     from seqtasks.serving.endpoint import ModelEndpoint
+    from seqtasks.tasks.model import Model
     from seqtasks.translation.endpoint import TranslateRequest
 
     class NoAttentionDecoder:

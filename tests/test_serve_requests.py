@@ -19,9 +19,9 @@ from starlette.requests import Request
 from test_serve_fuzz import IMAGE, Captioner, bomb, png
 
 from seqtasks.captioning.endpoint import CaptionSettings, form_settings
+from seqtasks.cli.serve import main
 from seqtasks.devices import DeviceError
 from seqtasks.parsing.endpoint import ParseRequest
-from seqtasks.serving import main
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.endpoint import Limits, ModelEndpoint
 from seqtasks.serving.images import read_image

@@ -13,11 +13,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqtasks.api.model import Model, as_list, decoded, with_alternatives
 from seqtasks.captioning.captions import ImageSource, load_image
 from seqtasks.captioning.task import CaptioningTask
 from seqtasks.search import Hypothesis, SearchSettings, search
 from seqtasks.search.settings import check_positive
+from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
 
 __all__ = ["Caption", "Captioner"]
 

@@ -42,8 +42,8 @@ GENERIC = (
         "seqtasks.cli.evaluate",
     ),
     Command("average", "average the weights of several checkpoints", "seqtasks.cli.average"),
-    Command("serve", "serve checkpoints over HTTP with dynamic batching", "seqtasks.serving"),
-    Command("export", "write a model folder, or a CTranslate2 model", "seqtasks.export"),
+    Command("serve", "serve checkpoints over HTTP with dynamic batching", "seqtasks.cli.serve"),
+    Command("export", "write a model folder, or a CTranslate2 model", "seqtasks.cli.export"),
 )
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import seqtasks
 
 if TYPE_CHECKING:
-    from seqtasks.api.model import Model
     from seqtasks.search.settings import SearchSettings
 
 
@@ -25,10 +24,11 @@ def load_model(
     task: str,
     search: Mapping[str, object],
     figures: str | None = None,
-) -> tuple[Model, SearchSettings]:
-    """The model of `checkpoints` (several: an ensemble) for `task`, and its search settings
-    with the options given in `search`. `figures` names an option that draws attention
-    (`--attention-plots`), refused for a model without attention.
+) -> tuple[Any, SearchSettings]:
+    """The model of `checkpoints` (several: an ensemble) for `task` (what `seqtasks.load`
+    returns: the task's `Model`), and its search settings with the options given in `search`.
+    `figures` names an option that draws attention (`--attention-plots`), refused for a model
+    without attention.
 
     Raises:
         CommandError: for a missing, damaged or foreign checkpoint, a bad setting, or figures

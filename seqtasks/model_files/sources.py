@@ -6,7 +6,7 @@ without building it; `build` makes the task, on a device, in eval mode.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -15,7 +15,12 @@ from typing import Any
 from torch import Tensor
 
 from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint
-from seqtasks.model_files.identity import Identity, NewerModelError, identity_of
+from seqtasks.model_files.identity import (
+    Identity,
+    NewerModelError,
+    fingerprint_difference,
+    identity_of,
+)
 from seqtasks.model_files.spec import ParsedSpec, Spec, SpecError, from_hparams, imported
 from seqtasks.registry import tasks
 
@@ -184,3 +189,31 @@ def checked(source: ModelSource) -> ModelSource:
         )
     source.parsed  # noqa: B018 (read and checked now, before any input is)
     return source
+
+
+def check_members(sources: Sequence[ModelSource], task: str | None = None) -> None:
+    """Raise a CheckpointError, naming the model at fault and what is wrong, unless the models
+    (`open_model`) can decode together: of one task (`task` when given), with the same
+    tokenisers."""
+    if not sources:
+        raise CheckpointError("no checkpoint to load")
+    first = sources[0]
+    if task is not None and first.task != task:
+        raise CheckpointError(f"{first.where} is a {first.task} {first.kind}, not a {task} one")
+    for source in sources[1:]:
+        if source.task != first.task:
+            raise CheckpointError(
+                f"cannot ensemble {source.where} with {first.where}: it is a {source.task} "
+                f"{source.kind}, not a {first.task} one"
+            )
+        names = (Path(first.where).name, Path(source.where).name)
+        if names[0] == names[1]:
+            names = ("the first", "this one")
+        mismatch = fingerprint_difference(
+            first.identity.fingerprints, source.identity.fingerprints, names
+        )
+        if mismatch is not None:
+            raise CheckpointError(
+                f"cannot ensemble {source.where} with {first.where}: {mismatch} (ensemble "
+                "members must share their tokenisers and vocabularies)"
+            )

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.io.config_errors import config_error_summary
+from seqtasks.registry import task_of, tasks
 
 Spec = dict[
     str, Any
@@ -42,13 +44,18 @@ def from_hparams(hparams: Mapping[str, Any], task_class: type) -> Spec:
     return {"class_path": class_path, "init_args": init_args}
 
 
-def _parser() -> Any:
+def _parser(spec: Spec) -> Any:
+    """jsonargparse's parser of a task's specification, for the task class it names, when that
+    is a task this seqtasks knows (`seqtasks.registry`); a SpecError otherwise."""
     from jsonargparse import ArgumentParser
 
-    from seqtasks.tasks import EncoderDecoderTask  # Lightning: only when a spec is read
-
+    named = spec.get("class_path") if isinstance(spec, Mapping) else None
+    task = imported(named) if isinstance(named, str) else None
+    if not isinstance(task, type) or task_of(task) is None:
+        known = ", ".join(entry.task for entry in tasks().values())
+        raise SpecError(f"the task: {named!r} is no task of this seqtasks ({known})")
     parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(EncoderDecoderTask, "module", fail_untyped=False)
+    parser.add_subclass_arguments(task, "module", fail_untyped=False)
     return parser
 
 
@@ -62,11 +69,9 @@ class ParsedSpec:
     """
 
     def __init__(self, spec: Spec):
-        from seqtasks.cli.config_errors import config_error_summary
-
         _check_classes(spec)
         _check_names(spec)
-        self.parser = _parser()
+        self.parser = _parser(spec)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from nltk import Tree
 
-from seqtasks.api.model import Model, as_list, with_alternatives
 from seqtasks.data.text import check_text
 from seqtasks.parsing.linearisation import tree_from_output
 from seqtasks.parsing.ptb_text import PTBTokenizer, check_tokens, escape_brackets
@@ -20,6 +19,7 @@ from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import ROOT, to_line
 from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
+from seqtasks.tasks.model import Model, as_list, with_alternatives
 
 CPU_ROWS = 40_000  # search rows (words × beam) per batch, but for an "auto" budget on a GPU
 

@@ -9,11 +9,7 @@ Modules: `requests` (the JSON bodies, validated by FastAPI), `validation` (the a
 FastAPI refuses), `uploads` (an image body or form), `images` (an upload's size and pixels),
 `batching` (one model call per search setting; bad requests answered alone), `endpoint` (what
 every task's endpoint shares; each task's own is its `endpoint.py`), `workers` (serving only
-once every worker is ready), `server` (the LitServer for a set of checkpoints), `command` (the
-command line).
+once every worker is ready), `server` (the LitServer for a set of checkpoints). Its command
+line is `seqtasks.cli.serve`.
 docs/serving.md has the endpoints, the errors and the measured throughput.
 """
-
-from seqtasks.serving.command import main
-
-__all__ = ["main"]

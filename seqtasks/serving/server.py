@@ -24,9 +24,8 @@ from typing import Any
 import litserve as ls
 from fastapi.responses import JSONResponse
 
-from seqtasks.api.load import check_members
 from seqtasks.devices import check_device
-from seqtasks.model_files.sources import open_model
+from seqtasks.model_files.sources import check_members, open_model
 from seqtasks.registry import tasks
 from seqtasks.serving import access, page, validation
 from seqtasks.serving.endpoint import Limits, ModelEndpoint, default_threads

@@ -8,7 +8,7 @@ optimiser's and schedulers' settings a resumed run takes from its config
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seqtasks.training.checkpoints import refuse_non_finite
 from seqtasks.training.compatibility import check_resumable, check_weights, training_layout
@@ -20,15 +20,12 @@ from seqtasks.training.resume import (
 )
 from seqtasks.training.resumed_settings import ConfigSettings, changed
 
-if TYPE_CHECKING:
-    from seqtasks.tasks.objective import Objective
-
 
 class CheckpointHooks:
     """The checkpoint hooks of `EncoderDecoderTask` (a LightningModule with an `objective` and a
     `loss_watch`), which lists this class, after `TrainingHooks`, before LightningModule."""
 
-    objective: Objective
+    objective: Any  # the task's Objective (`seqtasks.tasks.objective`)
     loss_watch: LossWatch
     _resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
     _training_layout: dict[str, Any] | None = None  # the checkpoint's (`training_layout`)

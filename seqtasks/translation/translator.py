@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 
 from torch import Tensor
 
-from seqtasks.api.model import Model, as_list, decoded, with_alternatives
 from seqtasks.data.text import check_text
 from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
+from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
 from seqtasks.translation.data import encode_source
 from seqtasks.translation.task import TranslationTask
 

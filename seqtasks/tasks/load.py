@@ -7,13 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from seqtasks.api.model import Model
 from seqtasks.devices import check_device
-from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.model_files.identity import fingerprint_difference
-from seqtasks.model_files.sources import ModelSource, Reference, open_model
+from seqtasks.model_files.sources import Reference, check_members, open_model
 from seqtasks.registry import tasks
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
+from seqtasks.tasks.model import Model
 
 
 def load(
@@ -51,31 +49,3 @@ def load(
             EnsembleDecoder([m.decoder for m in members]),
         )
     return entry.model_class()(first, [source.where for source in sources])
-
-
-def check_members(sources: Sequence[ModelSource], task: str | None = None) -> None:
-    """Raise a CheckpointError, naming the model at fault and what is wrong, unless the models
-    (`open_model`) can decode together: of one task (`task` when given), with the same
-    tokenisers."""
-    if not sources:
-        raise CheckpointError("no checkpoint to load")
-    first = sources[0]
-    if task is not None and first.task != task:
-        raise CheckpointError(f"{first.where} is a {first.task} {first.kind}, not a {task} one")
-    for source in sources[1:]:
-        if source.task != first.task:
-            raise CheckpointError(
-                f"cannot ensemble {source.where} with {first.where}: it is a {source.task} "
-                f"{source.kind}, not a {first.task} one"
-            )
-        names = (Path(first.where).name, Path(source.where).name)
-        if names[0] == names[1]:
-            names = ("the first", "this one")
-        mismatch = fingerprint_difference(
-            first.identity.fingerprints, source.identity.fingerprints, names
-        )
-        if mismatch is not None:
-            raise CheckpointError(
-                f"cannot ensemble {source.where} with {first.where}: {mismatch} (ensemble "
-                "members must share their tokenisers and vocabularies)"
-            )
