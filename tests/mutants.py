@@ -1040,7 +1040,7 @@ MUTANTS = [
     ),
     Mutant(
         "--beam defaulting to a number instead of the checkpoint's own beam",
-        "add_beam_option",
+        "add_search_options",
         '        "--beam", type=positive_int, help=',
         '        "--beam", type=positive_int, default=5, help=',
         ("test_commands.py::test_search_options_reach_the_api_only_when_given",),

@@ -24,12 +24,11 @@ from pathlib import Path
 
 from seqtasks.cli.arguments import (
     CommandParser,
-    add_beam_option,
-    add_stop_option,
+    add_device_option,
+    add_model_option,
+    add_search_options,
     check_outputs,
-    device_name,
     given,
-    model_reference,
     positive_int,
 )
 from seqtasks.cli.loading import CommandError, load_model
@@ -42,23 +41,14 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".ti
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = CommandParser(prog="seqtasks caption", description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="image files or folders of them")
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        type=model_reference,
-        nargs="+",
-        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
-    )
-    add_beam_option(parser)
-    add_stop_option(parser)
+    add_model_option(parser)
+    add_search_options(parser)
     parser.add_argument(
         "--out", "--output", type=Path, help="write the JSON lines here (default: stdout)"
     )
     parser.add_argument("--attention-maps", type=Path, help="folder for one PNG per image")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="images per batch")
-    parser.add_argument(
-        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
-    )
+    add_device_option(parser)
     args = parser.parse_args(argv)
     args.images = expand(args.inputs)
     maps = [] if args.attention_maps is None else map_names(args.images, args.attention_maps)

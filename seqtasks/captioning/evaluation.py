@@ -25,10 +25,9 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_beam_option,
-    add_stop_option,
+    add_scored_options,
+    add_search_options,
     given,
-    model_reference,
     non_negative_int,
     positive_int,
 )
@@ -38,17 +37,15 @@ HELP = "BLEU-1…4, CIDEr-D, METEOR; shapes scores"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    captioned = parser.add_mutually_exclusive_group(required=True)
-    captioned.add_argument(
-        "--checkpoint",
-        type=model_reference,
-        help="a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
-    )
-    captioned.add_argument(
-        "--pred",
-        type=Path,
-        help='captions to score instead: JSON lines {"image", "caption"} (what seqtasks '
-        "caption --out, or --output here, wrote), matched to the split's images by path or name",
+    add_scored_options(
+        parser,
+        "a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
+        (
+            "--pred",
+            Path,
+            'captions to score instead: JSON lines {"image", "caption"} (what seqtasks caption '
+            "--out, or --output here, wrote), matched to the split's images by path or name",
+        ),
     )
     parser.add_argument(
         "--source",
@@ -65,8 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="split sizes for a source without splits",
     )
     parser.add_argument("--test-images", type=non_negative_int, help="the same, for the test split")
-    add_beam_option(parser)
-    add_stop_option(parser)
+    add_search_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
     parser.add_argument(
         "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"

@@ -117,9 +117,12 @@ def stop_rule(text: str) -> str:
     return text
 
 
-def add_stop_option(parser: argparse.ArgumentParser) -> None:
-    """`--stop`: beam search's stopping rule (`seqtasks.search.beam_search`); by default the
-    model's own."""
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """`--beam` and `--stop` (beam search's stopping rule, `seqtasks.search.beam_search`): the
+    model's own unless given."""
+    parser.add_argument(
+        "--beam", type=positive_int, help="beam size, 1 = greedy; default: the model's own"
+    )
     parser.add_argument(
         "--stop",
         type=stop_rule,
@@ -129,10 +132,49 @@ def add_stop_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_beam_option(parser: argparse.ArgumentParser) -> None:
-    """`--beam`: the beam size; by default the model's own (its `test_beam`)."""
+def add_model_option(parser: argparse.ArgumentParser) -> None:
+    """`--checkpoint`, required: the model (several: an ensemble) a command runs."""
     parser.add_argument(
-        "--beam", type=positive_int, help="beam size, 1 = greedy; default: the model's own"
+        "--checkpoint",
+        required=True,
+        type=model_reference,
+        nargs="+",
+        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
+    )
+
+
+def add_scored_options(
+    parser: argparse.ArgumentParser,
+    model: str,
+    outputs: tuple[str, type, str],
+    several: bool = False,
+) -> None:
+    """What a report scores, one of two, required: `--checkpoint` (a model that writes the
+    outputs; `several`: one or more) or a file of outputs a command wrote (`outputs`: its
+    option, type and help)."""
+    scored = parser.add_mutually_exclusive_group(required=True)
+    nargs = "+" if several else None
+    scored.add_argument("--checkpoint", nargs=nargs, type=model_reference, help=model)
+    option, kind, help = outputs
+    scored.add_argument(option, type=kind, help=help)
+
+
+def add_buckets_option(parser: argparse.ArgumentParser, bounds: list[int], of: str) -> None:
+    """`--buckets`: upper bounds of the length buckets a report scores apart (they must
+    increase: `seqtasks.cli.evaluate`)."""
+    parser.add_argument(
+        "--buckets",
+        type=positive_int,
+        nargs="+",
+        default=bounds,
+        help=f"upper bounds of the {of}-length buckets, in words",
+    )
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """`--device`: where the model runs, "auto" (a GPU when one is visible) by default."""
+    parser.add_argument(
+        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
     )
 
 

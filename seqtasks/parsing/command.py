@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 
 from seqtasks.cli.arguments import (
     CommandParser,
-    add_beam_option,
+    add_device_option,
     add_max_tokens_option,
-    add_stop_option,
-    device_name,
+    add_model_option,
+    add_search_options,
     given,
-    model_reference,
     positive_int,
 )
 from seqtasks.cli.loading import CommandError, load_model
@@ -42,13 +41,7 @@ if TYPE_CHECKING:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = CommandParser(prog="seqtasks parse", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        type=model_reference,
-        nargs="+",
-        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
-    )
+    add_model_option(parser)
     parser.add_argument(
         "--pretokenized", action="store_true", help="one sentence a line, tokens split by spaces"
     )
@@ -59,15 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ptb: a tree a line (an empty line for a sentence not parsed), as seqtasks "
         "evaluate parsing --pred reads; pretty: drawn in text; svg: drawn as SVG",
     )
-    add_beam_option(parser)
-    add_stop_option(parser)
+    add_search_options(parser)
     parser.add_argument(
         "--max-words", type=positive_int, default=400, help="longer sentences are skipped"
     )
     add_max_tokens_option(parser, "words")
-    parser.add_argument(
-        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
-    )
+    add_device_option(parser)
     return parser.parse_args(argv)
 
 

@@ -23,11 +23,10 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_beam_option,
-    add_stop_option,
+    add_buckets_option,
+    add_scored_options,
+    add_search_options,
     given,
-    model_reference,
-    positive_int,
 )
 from seqtasks.cli.reports import fail, write_outputs
 
@@ -36,27 +35,18 @@ HELP = "EVALB bracket scores (COLLINS.prm)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gold", required=True, type=Path, help="gold trees (a treebank file)")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--pred",
-        type=Path,
-        help="predicted trees to score instead, aligned with --gold: a treebank file, or one "
-        "tree a line with an empty line for a sentence not parsed (as seqtasks parse writes)",
+    add_scored_options(
+        parser,
+        "a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
+        (
+            "--pred",
+            Path,
+            "predicted trees to score instead, aligned with --gold: a treebank file, or one "
+            "tree a line with an empty line for a sentence not parsed (as seqtasks parse writes)",
+        ),
     )
-    source.add_argument(
-        "--checkpoint",
-        type=model_reference,
-        help="a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
-    )
-    add_beam_option(parser)
-    add_stop_option(parser)
-    parser.add_argument(
-        "--buckets",
-        type=positive_int,
-        nargs="+",
-        default=[10, 20, 30, 40],
-        help="upper bounds of the sentence-length buckets, in words",
-    )
+    add_search_options(parser)
+    add_buckets_option(parser, [10, 20, 30, 40], "sentence")
     parser.add_argument("--output", type=Path, help="write the checkpoint's trees here")
 
 

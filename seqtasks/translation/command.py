@@ -21,13 +21,12 @@ from pathlib import Path
 
 from seqtasks.cli.arguments import (
     CommandParser,
-    add_beam_option,
+    add_device_option,
     add_max_tokens_option,
-    add_stop_option,
+    add_model_option,
+    add_search_options,
     check_outputs,
-    device_name,
     given,
-    model_reference,
     positive_int,
 )
 from seqtasks.cli.loading import CommandError, load_model
@@ -38,22 +37,15 @@ from seqtasks.io.files import write_atomic
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = CommandParser(prog="seqtasks translate", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        type=model_reference,
-        nargs="+",
-        help="a checkpoint, model folder or hf://ORG/NAME; several: an ensemble",
-    )
+    add_model_option(parser)
     parser.add_argument(
         "--input", type=Path, help="UTF-8 text, one sentence a line (default: stdin)"
     )
     parser.add_argument("--output", type=Path, help="where to write (default: stdout)")
-    add_beam_option(parser)
+    add_search_options(parser)
     parser.add_argument(
         "--n-best", type=positive_int, help="K hypotheses per line, at most the beam (default: 1)"
     )
-    add_stop_option(parser)
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
     add_max_tokens_option(parser)
     parser.add_argument(
@@ -61,9 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=positive_int,
         help="longer sources (in subwords) are cut; default: the model's own",
     )
-    parser.add_argument(
-        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
-    )
+    add_device_option(parser)
     args = parser.parse_args(argv)
     if args.n_best is not None and args.beam is not None and args.n_best > args.beam:
         parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")

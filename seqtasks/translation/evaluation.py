@@ -21,12 +21,11 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_beam_option,
+    add_buckets_option,
     add_max_tokens_option,
-    add_stop_option,
+    add_scored_options,
+    add_search_options,
     given,
-    model_reference,
-    positive_int,
     text_file,
 )
 from seqtasks.cli.reports import fail, write_outputs
@@ -36,19 +35,17 @@ HELP = "sacreBLEU, chrF, BLEU by length"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    scored = parser.add_mutually_exclusive_group(required=True)
-    scored.add_argument(
-        "--checkpoint",
-        nargs="+",
-        type=model_reference,
-        help="checkpoints, model folders or hf://ORG/NAME models to translate --src with, each "
+    add_scored_options(
+        parser,
+        "checkpoints, model folders or hf://ORG/NAME models to translate --src with, each "
         "scored on its own (or, with --ensemble, as one)",
-    )
-    scored.add_argument(
-        "--hyp",
-        type=text_file,
-        help="translations to score instead, a line each, aligned with --src (what seqtasks "
-        "translate --output, or --output here, wrote)",
+        (
+            "--hyp",
+            text_file,
+            "translations to score instead, a line each, aligned with --src (what seqtasks "
+            "translate --output, or --output here, wrote)",
+        ),
+        several=True,
     )
     parser.add_argument(
         "--src", required=True, type=text_file, help="the sources, one sentence a line"
@@ -56,19 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ref", required=True, type=text_file, help="the reference translations, aligned"
     )
-    add_beam_option(parser)
-    add_stop_option(parser)
+    add_search_options(parser)
     add_max_tokens_option(parser)
     parser.add_argument(
         "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
     )
-    parser.add_argument(
-        "--buckets",
-        type=positive_int,
-        nargs="+",
-        default=[10, 20, 30],
-        help="upper bounds of the source-length buckets, in words",
-    )
+    add_buckets_option(parser, [10, 20, 30], "source")
     parser.add_argument("--length-plot", type=Path, help="save BLEU by length as a PNG")
     parser.add_argument("--output", type=Path, help="write the translations here")
 
