@@ -1439,6 +1439,51 @@ MUTANTS = [
         "            write_atomic(outputs[number], 'x')\n            written[outputs[number]] = ",
         ("test_streams.py::test_a_full_disk_is_one_line_naming_what_could_not_be_written",),
     ),
+    Mutant(
+        "a task outside seqtasks, named by an entry point, not found",
+        "tasks",
+        "    packages = [*BUILT_IN, *(point.value for point in entry_points(group=ENTRY_POINTS))]",
+        "    packages = [*BUILT_IN]",
+        ("test_toy_task.py::test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves",),
+    ),
+    Mutant(
+        "a task built on another task's class taken for that other task",
+        "task_of",
+        "    return min(found)[1] if found else None",
+        "    return found[0][1] if found else None",
+        ("test_registry.py::test_a_task_built_on_another_tasks_class_is_itself",),
+    ),
+    Mutant(
+        "search's limits leaving out the room the output grammar needs",
+        "limits",
+        "    return found if constraint is None else constraint.room(found)",
+        "    return found",
+        (
+            "test_search.py::"
+            "test_search_ends_outputs_at_the_settings_limits_and_the_room_a_constraint_needs",
+        ),
+    ),
+    Mutant(
+        "search running greedy whatever the beam",
+        "search",
+        "    if settings.greedy:",
+        "    if True:",
+        ("test_api.py::test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives",),
+    ),
+    Mutant(
+        "seqtasks evaluate skipping a task's own rules for its options",
+        "parse_args",
+        "    module.check(args, task.error)\n",
+        "    args.groups = [[p] for p in args.checkpoint or []]\n",
+        ("test_commands.py::test_a_report_refuses_what_its_options_cannot_do_together",),
+    ),
+    Mutant(
+        "a model file's specification naming a class that is no task, built all the same",
+        "_parser",
+        "    if not isinstance(task, type) or task_of(task) is None:",
+        "    if not isinstance(task, type):",
+        ("test_registry.py::test_a_model_file_naming_a_class_that_is_no_task_is_refused",),
+    ),
 ]
 
 

@@ -291,3 +291,46 @@ def test_an_n_best_over_the_models_beam_is_an_error_before_any_work(run_command)
     )
     assert (status, out) == (2, "")
     assert err.startswith("error: n_best=99 cannot exceed beam=") and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["translation", "--hyp", "F", "--src", "F", "--ref", "F", "--output", "o.txt"],
+            "argument --hyp: scores a file of translations; --output, --ensemble and "
+            "--length-plot are for --checkpoint",
+        ),
+        (
+            ["captioning", "--pred", "p.jsonl", "--source", "D", "--nearest-neighbour"],
+            "argument --pred: scores a file of captions; --output and --nearest-neighbour are "
+            "for --checkpoint",
+        ),
+        (
+            [
+                "translation",
+                "--checkpoint",
+                "c",
+                "--src",
+                "F",
+                "--ref",
+                "F",
+                "--buckets",
+                "20",
+                "10",
+            ],
+            "argument --buckets: must increase, got 20 10",
+        ),  # fmt: skip
+    ],
+)
+def test_a_report_refuses_what_its_options_cannot_do_together(argv, said, tmp_path, capsys):
+    """Each task's own rules (`check` of its evaluation module) and the shared ones (buckets)
+    are said before anything is read, naming the subcommand."""
+    text = tmp_path / "lines.txt"
+    text.write_text("a line\n")
+    argv = [str(text) if a == "F" else str(tmp_path) if a == "D" else a for a in argv]
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", *argv])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert f"seqtasks evaluate {argv[0]}: error: {said}" in error

@@ -13,7 +13,7 @@ from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders import RNNEncoder
 from seqtasks.layers.memory import Memory, lengths_to_mask
-from seqtasks.search import SearchSettings, beam_search, length_penalty
+from seqtasks.search import SearchSettings, beam_search, length_penalty, limits, search
 from seqtasks.search.hypothesis import constrained_log_probs, max_lengths, row_candidates
 from seqtasks.search.single_path import greedy, sample
 
@@ -611,3 +611,30 @@ def test_row_candidates_hold_the_best_extensions_of_every_input(constrained):
     assert torch.allclose(row_scores, full.gather(1, row_tokens), atol=1e-6)
     got, _ = (scores.view(-1, 1) + row_scores).view(inputs, -1).topk(2 * k, dim=-1)
     assert torch.allclose(got, expected, atol=1e-6)
+
+
+class Room(Forbid):
+    """A constraint that never allows EOS and needs `extra` more steps than the search gives."""
+
+    def __init__(self, extra: int):
+        super().__init__(EOS)
+        self.extra = extra
+
+    def room(self, limits):
+        return limits + self.extra
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_search_ends_outputs_at_the_settings_limits_and_the_room_a_constraint_needs(beam):
+    """`search`'s limits: ratio · (source length + EOS) + offset per input, at most the
+    decoder's positions, widened by what the constraint needs; greedy for one beam, beam search
+    otherwise, as the settings say. A model that never ends writes up to its limit."""
+    encoder, decoder = make_model(eos_bias=float("-inf"))
+    memory = encode(encoder)
+    settings = SearchSettings(beam, max_length_ratio=0.5, max_length_offset=1)
+    expected = [int(0.5 * length) + 1 for length in memory.lengths.tolist()]
+    assert limits(decoder, memory, settings).tolist() == expected
+    found = search(decoder, memory, settings)
+    assert [len(nbest[0].tokens) for nbest in found] == expected
+    widened = search(decoder, memory, settings, Room(2))
+    assert [len(nbest[0].tokens) for nbest in widened] == [n + 2 for n in expected]
