@@ -25,8 +25,7 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_scored_options,
-    add_search_options,
+    Scored,
     given,
     non_negative_int,
     positive_int,
@@ -36,17 +35,18 @@ from seqtasks.cli.reports import fail, write_outputs
 HELP = "BLEU-1…4, CIDEr-D, METEOR; shapes scores"
 
 
+SCORED = Scored(
+    "a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
+    "--pred",
+    Path,
+    'captions to score instead: JSON lines {"image", "caption"} (what seqtasks caption --out, '
+    "or --output here, wrote), matched to the split's images by path or name",
+)
+OUTPUT = "write the captions here (JSON lines)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_scored_options(
-        parser,
-        "a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
-        (
-            "--pred",
-            Path,
-            'captions to score instead: JSON lines {"image", "caption"} (what seqtasks caption '
-            "--out, or --output here, wrote), matched to the split's images by path or name",
-        ),
-    )
+    """Its own options (`seqtasks.cli.evaluate` adds the shared ones)."""
     parser.add_argument(
         "--source",
         required=True,
@@ -62,7 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="split sizes for a source without splits",
     )
     parser.add_argument("--test-images", type=non_negative_int, help="the same, for the test split")
-    add_search_options(parser)
     parser.add_argument("--batch-size", type=positive_int, default=32, help="images per batch")
     parser.add_argument(
         "--no-meteor", dest="meteor", action="store_false", help="skip METEOR (Java, ~20 s)"
@@ -70,7 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nearest-neighbour", action="store_true", help="also score the nearest-neighbour baseline"
     )
-    parser.add_argument("--output", type=Path, help="write the captions here (JSON lines)")
 
 
 def check(args: argparse.Namespace, error: Callable[[str], None]) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -143,20 +144,25 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_scored_options(
-    parser: argparse.ArgumentParser,
-    model: str,
-    outputs: tuple[str, type, str],
-    several: bool = False,
-) -> None:
-    """What a report scores, one of two, required: `--checkpoint` (a model that writes the
-    outputs; `several`: one or more) or a file of outputs a command wrote (`outputs`: its
-    option, type and help)."""
-    scored = parser.add_mutually_exclusive_group(required=True)
-    nargs = "+" if several else None
-    scored.add_argument("--checkpoint", nargs=nargs, type=model_reference, help=model)
-    option, kind, help = outputs
-    scored.add_argument(option, type=kind, help=help)
+@dataclass(frozen=True)
+class Scored:
+    """What a report scores, one of two: `--checkpoint` (`model` says what it does; `several`:
+    one or more models), or a file of outputs a command wrote (its `option`, `kind` and
+    `help`)."""
+
+    model: str
+    option: str
+    kind: Callable[[str], object]
+    help: str
+    several: bool = False
+
+
+def add_scored_options(parser: argparse.ArgumentParser, scored: Scored) -> None:
+    """`--checkpoint` or the file of outputs, one of them required (`Scored`)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    nargs = "+" if scored.several else None
+    group.add_argument("--checkpoint", nargs=nargs, type=model_reference, help=scored.model)
+    group.add_argument(scored.option, type=scored.kind, help=scored.help)
 
 
 def add_buckets_option(parser: argparse.ArgumentParser, bounds: list[int], of: str) -> None:

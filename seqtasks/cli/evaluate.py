@@ -3,7 +3,11 @@ task's field does. Each task with an evaluation declares it (`TaskEntry.evaluati
 that imports no torch at its top, so that `--help` answers at once:
 
     HELP                  the line `seqtasks evaluate --help` shows for the task
-    add_arguments(parser) the task's options (--device and --json are added here, after them)
+    SCORED                what it scores: --checkpoint, or a file of outputs (`Scored`)
+    BUCKETS               (optional) the default bounds of its length buckets, and of what
+    OUTPUT                what --output writes
+    add_arguments(parser) the task's own options (the shared ones are added here: --checkpoint
+                          or the file, --beam, --stop, --buckets, --output, --device, --json)
     check(args, error)    refuse combinations of options, with `error(message)`
     inputs(args), outputs(args)
                           what a run reads and writes, by option, so that an output that would
@@ -21,8 +25,16 @@ that imports no torch at its top, so that `--help` answers at once:
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from seqtasks.cli.arguments import CommandParser, check_outputs, device_name
+from seqtasks.cli.arguments import (
+    CommandParser,
+    add_buckets_option,
+    add_scored_options,
+    add_search_options,
+    check_outputs,
+    device_name,
+)
 from seqtasks.cli.streams import require_stdout
 from seqtasks.registry import tasks
 
@@ -50,7 +62,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
             description=module.__doc__,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        add_scored_options(task, module.SCORED)
         module.add_arguments(task)
+        add_search_options(task)
+        if hasattr(module, "BUCKETS"):
+            add_buckets_option(task, *module.BUCKETS)
+        task.add_argument("--output", type=Path, help=module.OUTPUT)
         task.add_argument("--device", type=device_name, default="auto", help=DEVICE)
         task.add_argument("--json", action="store_true", help=JSON)
     args = parser.parse_args(argv)

@@ -8,31 +8,15 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from seqtasks.model_files.folder import SEARCH_SETTINGS, TRAINING_ONLY
 from seqtasks.model_files.spec import Path_, Spec, imported, name
 
 # What may differ between a checkpoint and the config that resumes, averages or evaluates it
 # (docs/resume.md, "What may change on resume", which says why each): the task's settings that
-# only training, validation or search read, by name, with everything under them ...
-TASK_SETTINGS = frozenset(
-    {
-        "optimizer",  # its class is checked with the training state (`compatibility`)
-        "lr_scheduler",  # likewise; their values apply from the first resumed step
-        "monitor",
-        "label_smoothing",
-        "attention_penalty",
-        "entropy_weight",
-        "reward_scale",
-        "torch_compile",
-        "val_beam",
-        "test_beam",
-        "length_alpha",
-        "beam_stop",
-        "max_length_ratio",
-        "max_length_offset",
-        "max_caption_length",
-        "constrained",
-    }
-)
+# only training, validation or search read, by name, with everything under them (the optimiser's
+# and scheduler's classes are checked with the training state, `compatibility`; their values
+# apply from the first resumed step) ...
+TASK_SETTINGS = TRAINING_ONLY | frozenset(SEARCH_SETTINGS) | {"constrained"}
 # ... and the parts' settings that only training reads, or that only say where the weights
 # that the checkpoint's replace came from, by name wherever they are in a part.
 PART_SETTINGS = frozenset(

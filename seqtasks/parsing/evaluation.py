@@ -23,31 +23,26 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_buckets_option,
-    add_scored_options,
-    add_search_options,
+    Scored,
     given,
 )
 from seqtasks.cli.reports import fail, write_outputs
 
 HELP = "EVALB bracket scores (COLLINS.prm)"
+SCORED = Scored(
+    "a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
+    "--pred",
+    Path,
+    "predicted trees to score instead, aligned with --gold: a treebank file, or one tree a "
+    "line with an empty line for a sentence not parsed (as seqtasks parse writes)",
+)
+BUCKETS = ([10, 20, 30, 40], "sentence")
+OUTPUT = "write the checkpoint's trees here"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Its own options (`seqtasks.cli.evaluate` adds the shared ones)."""
     parser.add_argument("--gold", required=True, type=Path, help="gold trees (a treebank file)")
-    add_scored_options(
-        parser,
-        "a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
-        (
-            "--pred",
-            Path,
-            "predicted trees to score instead, aligned with --gold: a treebank file, or one "
-            "tree a line with an empty line for a sentence not parsed (as seqtasks parse writes)",
-        ),
-    )
-    add_search_options(parser)
-    add_buckets_option(parser, [10, 20, 30, 40], "sentence")
-    parser.add_argument("--output", type=Path, help="write the checkpoint's trees here")
 
 
 def check(args: argparse.Namespace, error: Callable[[str], None]) -> None:

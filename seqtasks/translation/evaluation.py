@@ -21,10 +21,8 @@ from pathlib import Path
 
 import seqtasks
 from seqtasks.cli.arguments import (
-    add_buckets_option,
+    Scored,
     add_max_tokens_option,
-    add_scored_options,
-    add_search_options,
     given,
     text_file,
 )
@@ -32,35 +30,32 @@ from seqtasks.cli.reports import fail, write_outputs
 from seqtasks.data.text import read_parallel
 
 HELP = "sacreBLEU, chrF, BLEU by length"
+SCORED = Scored(
+    "checkpoints, model folders or hf://ORG/NAME models to translate --src with, each scored "
+    "on its own (or, with --ensemble, as one)",
+    "--hyp",
+    text_file,
+    "translations to score instead, a line each, aligned with --src (what seqtasks translate "
+    "--output, or --output here, wrote)",
+    several=True,
+)
+BUCKETS = ([10, 20, 30], "source")
+OUTPUT = "write the translations here"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_scored_options(
-        parser,
-        "checkpoints, model folders or hf://ORG/NAME models to translate --src with, each "
-        "scored on its own (or, with --ensemble, as one)",
-        (
-            "--hyp",
-            text_file,
-            "translations to score instead, a line each, aligned with --src (what seqtasks "
-            "translate --output, or --output here, wrote)",
-        ),
-        several=True,
-    )
+    """Its own options (`seqtasks.cli.evaluate` adds the shared ones)."""
     parser.add_argument(
         "--src", required=True, type=text_file, help="the sources, one sentence a line"
     )
     parser.add_argument(
         "--ref", required=True, type=text_file, help="the reference translations, aligned"
     )
-    add_search_options(parser)
     add_max_tokens_option(parser)
     parser.add_argument(
         "--ensemble", action="store_true", help="score the checkpoints as one ensemble"
     )
-    add_buckets_option(parser, [10, 20, 30], "source")
     parser.add_argument("--length-plot", type=Path, help="save BLEU by length as a PNG")
-    parser.add_argument("--output", type=Path, help="write the translations here")
 
 
 def check(args: argparse.Namespace, error: Callable[[str], None]) -> None:
