@@ -247,7 +247,7 @@ def commands(task: str, checkpoint: Path, work: Path) -> dict[str, list[str]]:
             )
         else:
             images = sorted(map(str, (work / "shapes" / "images").glob("test_*.png")))
-            out = seqtasks(["caption", *images, *ck, *search])
+            out = seqtasks(["caption", *images, *ck, "--beam", beam])
         printed[f"{task} beam {beam}"] = [
             line for line in out.splitlines() if "|||" in line or "{" in line
         ]
