@@ -8,6 +8,7 @@ its own model class. It builds on translation's classes, as a real task might.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -191,9 +192,15 @@ def installed(tmp_path_factory) -> Path:
     return site
 
 
+def on_path(site: Path) -> str:
+    """PYTHONPATH with the toy package's folder first (and what it held, e.g. a copy of the
+    checkout under test)."""
+    return os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def run(site: Path, args: list[str], stdin: str = "", cwd: Path | None = None) -> str:
     """`seqtasks ARGS` with the toy package on PYTHONPATH; its standard output."""
-    env = subprocess_env() | {"PYTHONPATH": str(site)}
+    env = subprocess_env() | {"PYTHONPATH": on_path(site)}
     done = subprocess.run(
         [sys.executable, "-m", "seqtasks", *args],
         input=stdin,
@@ -231,7 +238,7 @@ def test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves(
 
     assert "--checkpoint" in run(site, ["translate", "--help"])  # the built-in tasks stay
     probe = "import seqtasks, sys; m = seqtasks.load(sys.argv[1], 'cpu'); print(type(m).__name__)"
-    env = subprocess_env() | {"PYTHONPATH": str(site)}
+    env = subprocess_env() | {"PYTHONPATH": on_path(site)}
     loaded = subprocess.run(
         [sys.executable, "-c", probe, str(checkpoint)], capture_output=True, text=True, env=env
     )
@@ -239,7 +246,7 @@ def test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves(
     stored = torch.load(checkpoint, map_location="cpu", weights_only=False)["seqtasks"]["task"]
     assert stored == "reversal"
 
-    monkeypatch.setenv("PYTHONPATH", str(site))  # the server's processes find the package too
+    monkeypatch.setenv("PYTHONPATH", on_path(site))  # the server's processes find it too
     server = Server([str(checkpoint)], tmp_path)
     try:
         server.wait_until_healthy()
