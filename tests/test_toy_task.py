@@ -102,16 +102,19 @@ def main(argv=None):
     return 0
 """,
     "evaluation.py": '''
-"""Exact match of the reversed strings."""
+"""Exact match of the reversed strings, of a model or of a file of them."""
 
 import json
 from pathlib import Path
 
+from seqtasks.cli.arguments import Scored
+
 HELP = "exact match"
+SCORED = Scored("a reversal model", "--said", Path, "reversed strings to score, a line each")
+OUTPUT = "write the reversed strings here"
 
 
 def add_arguments(parser):
-    parser.add_argument("--checkpoint", required=True, type=Path)
     parser.add_argument("--src", required=True, type=Path)
 
 
@@ -120,19 +123,21 @@ def check(args, error):
 
 
 def inputs(args):
-    return {"--checkpoint": args.checkpoint, "--src": args.src}
+    return {"--checkpoint": args.checkpoint, "--src": args.src, "--said": args.said}
 
 
 def outputs(args):
-    return {}
+    return {"--output": args.output}
 
 
 def evaluate(args):
     import seqtasks
 
-    model = seqtasks.load(args.checkpoint, args.device, task="reversal")
     strings = args.src.read_text().split()
-    said = model.reverse(strings)
+    if args.said:
+        said = args.said.read_text().splitlines()
+    else:
+        said = seqtasks.load(args.checkpoint, args.device, task="reversal").reverse(strings)
     exact = 100.0 * sum(s == w[::-1] for s, w in zip(said, strings)) / len(strings)
     print(f"exact match {exact:.2f} %")
     if args.json:
@@ -235,6 +240,12 @@ def test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves(
                  + ["--json", "--device", "cpu"])  # fmt: skip
     scores = json.loads(report.strip().splitlines()[-1])
     assert scores == {"exact_match": 100.0 * reversed_right / len(strings), "strings": 20}
+    written = tmp_path / "said.txt"
+    written.write_text(said)
+    report = run(
+        site, ["evaluate", "reversal", "--said", str(written), "--src", str(src), "--json"]
+    )
+    assert json.loads(report.strip().splitlines()[-1]) == scores  # the file scores as the model
 
     assert "--checkpoint" in run(site, ["translate", "--help"])  # the built-in tasks stay
     probe = "import seqtasks, sys; m = seqtasks.load(sys.argv[1], 'cpu'); print(type(m).__name__)"
