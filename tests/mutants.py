@@ -1484,6 +1484,16 @@ MUTANTS = [
         "    if not isinstance(task, type):",
         ("test_registry.py::test_a_model_file_naming_a_class_that_is_no_task_is_refused",),
     ),
+    Mutant(
+        "evaluate captioning asking a model without attention for its attention (shapes world)",
+        "evaluate",
+        "        hits = model.gives_attention and all(image.scene is not None for image in split)",
+        "        hits = all(image.scene is not None for image in split)",
+        (
+            "test_caption_apps.py::"
+            "test_a_model_without_attention_is_scored_on_the_shapes_world_without_hits",
+        ),
+    ),
 ]
 
 

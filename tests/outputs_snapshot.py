@@ -124,8 +124,9 @@ PLACES = {
 METRIC = re.compile(r"((?:val|test)/[a-z_0-9]+)\s+(-?[0-9.]+)")
 
 
-def seqtasks(args: list[str], stdin: str = "") -> str:
-    """What the installed command prints on its standard output; stops on a failure."""
+def seqtasks(args: list[str], stdin: str = "", failing: bool = False) -> str:
+    """What the installed command prints on its standard output; stops on a failure, or with
+    `failing` returns its last line of standard error, as what it said."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE", "CI": ""}
     done = subprocess.run(
         [sys.executable, "-m", "seqtasks", *args],
@@ -135,6 +136,8 @@ def seqtasks(args: list[str], stdin: str = "") -> str:
         env=env,
         cwd=REPO,
     )
+    if done.returncode != 0 and failing:
+        return json.dumps({"failed": done.stderr.strip().splitlines()[-1]})
     if done.returncode != 0:
         sys.exit(f"seqtasks {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done.stdout + done.stderr
@@ -264,7 +267,9 @@ def commands(task: str, checkpoint: Path, work: Path) -> dict[str, list[str]]:
         report = seqtasks(["evaluate", "parsing", *ck, *gold, "--beam", "3", "--json"])
     else:
         shapes = ["--source", str(work / "shapes"), "--split", "test"]
-        report = seqtasks(["evaluate", "captioning", *ck, *shapes, "--no-meteor", "--json"])
+        report = seqtasks(
+            ["evaluate", "captioning", *ck, *shapes, "--no-meteor", "--json"], failing=True
+        )
     scores = without_places(json.loads(report.strip().splitlines()[-1]))
     printed["evaluate"] = [json.dumps(scores, sort_keys=True)]
     return printed

@@ -336,3 +336,36 @@ def test_other_checkpoints_are_refused_by_name(shapes_model, tmp_path, run_comma
     status, _, stderr = run_command("caption", str(tmp_path), "--checkpoint", str(path))
     assert status == 2
     assert "is a translation checkpoint, not a captioning one" in stderr
+
+
+def test_a_model_without_attention_is_scored_on_the_shapes_world_without_hits(
+    shapes_model, tmp_path, run_command
+):
+    """Show-and-Tell has no attention: its report on the shapes world has exact match and
+    truthfulness but no attention hit rate (it used to end in a traceback)."""
+    _, data = shapes_model
+    root = tmp_path / "runs"
+    sizes = [f"--data.init_args.num_{split}=6" for split in ("train", "val", "test", "holdout")]
+    fit_in_process(
+        "--config",
+        str(REPO / "configs/captioning/shapes_no_attention.yaml"),
+        "--data.init_args.data_dir",
+        str(data),
+        *sizes,
+        "--trainer.default_root_dir",
+        str(root),
+        "--trainer.max_steps=2",
+        "--model.init_args.max_caption_length=8",
+        "--trainer.logger=false",
+        "--trainer.callbacks=[]",
+        "--trainer.enable_checkpointing=true",
+    )
+    (checkpoint,) = root.glob("**/*.ckpt")
+    status, stdout, stderr = run_command(
+        *("evaluate", "captioning", "--checkpoint", str(checkpoint), "--source", str(data)),
+        *("--split", "test", "--no-meteor", "--json"),
+    )
+    assert status == 0, stderr[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["images"] == 6 and "exact_match" in report and "truthful" in report
+    assert "attention_hits" not in report
