@@ -431,7 +431,10 @@ def test_concurrent_requests_with_different_beams_each_get_their_own_results(ser
 TOO_MANY = {"sentences": ["Ein Hund."] * 9}
 TOO_LONG = {"sentences": ["Ein Hund.", " ".join("abcdefghijklmnopqrstuvwxyz") * 2]}
 CURL_D = "application/x-www-form-urlencoded"  # what curl -d sends without -H 'Content-Type: …'
-DEEP = b"[" * 950 + b"]" * 950  # read by Python's JSON reader; its echo used to overflow
+# read by Python's JSON reader (under `seqtasks serve`, whose stack is some 50 frames deep when
+# it reads a body); its echo used to overflow
+DEEP = b"[" * 900 + b"]" * 900
+DEEP_FOR_ITS_CHECK = b"[" * 950 + b"]" * 950  # too deep for the body check's own JSON reading
 DEEPER = b"[" * 5000 + b"]" * 5000  # more than the JSON reader reads
 
 
@@ -495,7 +498,9 @@ BAD_REQUESTS = {
         "/translate", b'{"sentences": ["\xff\xfe hallo"]}', 400, "not valid UTF-8 (byte 16)"
     ),
     "deep nesting": Bad("/translate", DEEP, 422, '"input": "[[[[...]]]]"'),
-    "deep nesting as curl -d sends it": Bad("/parse", DEEP, 422, "nests arrays or objects", CURL_D),
+    "deep nesting as curl -d sends it": Bad(
+        "/parse", DEEP_FOR_ITS_CHECK, 422, "nests arrays or objects", CURL_D
+    ),
     "deeper nesting": Bad("/parse", DEEPER, 400, "the body nests arrays or objects too deeply"),
     "many problems": Bad("/translate", {"sentences": list(range(2000))}, 422, "and 1980 more"),
     "empty token": Bad("/parse", {"sentences": [["", "a"]]}, 422, "sentence 0: token 0 is empty"),

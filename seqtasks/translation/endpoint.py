@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from seqtasks.data.text import check_text
+from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search.settings import SearchSettings
 from seqtasks.serving.answers import result, weights
 from seqtasks.serving.batching import Job, RequestError
@@ -67,8 +68,10 @@ class TranslateEndpoint(ModelEndpoint):
     def decode_request(self, request: TranslateRequest) -> Job | RequestError:
         return super().decode_request(request)
 
-    def read(self, index: int, sentence: str) -> tuple[str, int]:
-        return sentence, len(self.model.task.src_tokenizer.encode(sentence.strip()))
+    def read(self, index: int, sentence: str) -> tuple[list[int], int]:
+        """The sentence read once, into the subword ids the model searches from."""
+        ids = self.model.task.src_tokenizer.encode(sentence.strip())
+        return ids, len(ids)
 
     def search_settings(self, request: TranslateRequest) -> SearchSettings:
         """The model's, with the request's beam and n_best, reading at most the server's
@@ -76,15 +79,12 @@ class TranslateEndpoint(ModelEndpoint):
         settings = super().search_settings(request)
         return settings.override(max_length=self.limits.max_length)
 
-    def run(self, inputs: list[str], settings: SearchSettings, attention: bool) -> list[Any]:
-        found = self.model.translate(inputs, attention=attention, settings=settings)
+    def run(self, inputs: list[list[int]], settings: SearchSettings, attention: bool) -> list[Any]:
+        found = self.model.translate_sources(inputs, settings, attention)
         if not attention:
             return found
-        limit = settings.max_length
-        return [
-            Attended(t, self.model.source_pieces(s, max_length=limit))
-            for t, s in zip(found, inputs, strict=True)
-        ]
+        pieces = self.model.task.src_tokenizer.pieces
+        return [Attended(t, pieces([*ids, EOS_ID])) for t, ids in zip(found, inputs, strict=True)]
 
     def respond(self, results: list[Any]) -> dict[str, Any]:
         return {"translations": [answer(t) for t in results]}

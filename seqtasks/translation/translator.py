@@ -80,12 +80,25 @@ class Translator(Model):
         settings = self.search_settings(beam, n_best, stop, max_length, settings)
         check_max_tokens(max_tokens)
         sentences = sentences_of(sentences)
+        limit = self.source_limit(settings.max_length)
+        tokenizer = self.task.src_tokenizer
+        sources = [encode_source(tokenizer, sentence.strip(), limit) for sentence in sentences]
+        return self.translate_sources(sources, settings, attention, max_tokens, workers)
+
+    def translate_sources(
+        self,
+        sources: Sequence[list[int]],
+        settings: SearchSettings,
+        attention: bool = False,
+        max_tokens: TokenBudget = "auto",
+        workers: int | None = None,
+    ) -> list[Translation]:
+        """`translate` of sources already read into subword ids (without EOS, at most
+        `settings.max_length` of them): what the server does with the ids it counted."""
         if attention:
             self.require_attention()
         limit = self.source_limit(settings.max_length)
         tokens = self.batch_tokens(max_tokens, settings, limit + 1 if attention else None)
-        tokenizer = self.task.src_tokenizer
-        sources = [encode_source(tokenizer, sentence.strip(), limit) for sentence in sentences]
         nbests = self.search_sources(sources, settings, tokens, workers, attention)
         empty = Translation("", [], 0.0)
         nothing = replace(empty, alternatives=[empty] * (settings.n_best - 1))
