@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs .gpu/ (ignored by git) for `bench/gpu_session.sh` on a GPU machine without internet:
 # ../shared/gpu/bundle.sh's wheels, prepared Multi30k and PTB and run.sh; the raw Multi30k that the
-# GPU tests read; the ctranslate2 wheel that tests/test_gpu_training.py imports, which the GPU
-# image lacks (43 MB of the 64 MiB a call may carry). Run from anywhere inside the checkout.
+# GPU tests read; the ctranslate2 wheel that tests/training/test_gpu_training.py imports, which the
+# GPU image lacks (43 MB of the 64 MiB a call may carry). Run from anywhere inside the checkout.
 set -eu
 root=$(git rev-parse --show-toplevel) && cd "$root"
 bash ../shared/gpu/bundle.sh

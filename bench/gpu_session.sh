@@ -96,10 +96,10 @@ if [ "$PART" = translation ]; then
     RECIPE+=(--trainer.accelerator cpu --trainer.precision 32-true --trainer.max_steps 4
              --trainer.val_check_interval 2 --data.init_args.max_tokens 600
              --data.init_args.num_workers 0 --trainer.limit_val_batches 1)
-    TESTS=(tests/test_clipping.py) DDP_STEPS=4
+    TESTS=(tests/training/test_clipping.py) DDP_STEPS=4
   else
-    TESTS=(tests/test_gpu_training.py tests/test_finite.py tests/test_search_equivalence.py
-           tests/test_clipping.py)
+    TESTS=(tests/training/test_gpu_training.py tests/training/test_finite.py
+           tests/search/test_search_equivalence.py tests/training/test_clipping.py)
   fi
   # The GPU-only tests (they skip without CUDA); the raw Multi30k they read is carried in .gpu.
   [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data

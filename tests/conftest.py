@@ -16,6 +16,15 @@ import torch
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+# tests/ and the folder of each room of the package (tests/<room>/), fixtures/ aside
+TEST_FOLDERS = [TESTS] + sorted(
+    folder
+    for folder in TESTS.iterdir()
+    if folder.is_dir() and folder.name not in {"fixtures", "__pycache__"} and folder.name[0] != "."
+)
+# Tests import helpers and other tests by bare name, but pytest adds only a test's own folder.
+sys.path[:0] = [str(folder) for folder in TEST_FOLDERS if str(folder) not in sys.path]
 
 
 # Modules whose module fixtures are costly (trained checkpoints, a running server): under
@@ -122,6 +131,13 @@ def multi30k_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def child_env() -> dict[str, str]:
     """The environment for `python -m seqtasks …` subprocesses."""
     return subprocess_env()
+
+
+def with_test_folders(env: dict[str, str]) -> dict[str, str]:
+    """`env` with tests/ and its rooms' folders (`TEST_FOLDERS`) on PYTHONPATH, for child
+    processes that import test helpers (`faults`, `batch_log`) or test modules by bare name."""
+    paths = [*map(str, TEST_FOLDERS), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def subprocess_env() -> dict[str, str]:

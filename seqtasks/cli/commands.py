@@ -9,7 +9,7 @@
 is a module with `main(argv) -> int` (the exit status). Its module imports at the top only what
 its argument parser needs (`seqtasks.cli.arguments`, which imports no torch), and the rest where
 the work starts, after the arguments are parsed: so `--help` answers at once, without the
-seconds that torch and Lightning take to import (tests/test_commands.py checks it).
+seconds that torch and Lightning take to import (tests/cli/test_commands.py checks it).
 """
 
 from __future__ import annotations

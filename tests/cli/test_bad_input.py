@@ -44,7 +44,7 @@ from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.translation.data import TranslationData
 from seqtasks.translation.task import TranslationTask
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = REPO.parent / "shared" / "data"
 
 
 # ---- running the scripts in process -------------------------------------------------------------

@@ -4,10 +4,9 @@ number given wins. The GPU is mocked: `torch.cuda`'s memory figures and the mode
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
+from conftest import REPO
 
 import seqtasks
 from seqtasks.cli import evaluate
@@ -24,7 +23,7 @@ from seqtasks.search.ensemble import EnsembleDecoder
 from seqtasks.tasks.model import Model
 from seqtasks.translation import command as translate
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"
+FIXTURES = REPO / "tests" / "fixtures" / "pre_redesign"
 CUDA = torch.device("cuda")
 MB = 10**6
 

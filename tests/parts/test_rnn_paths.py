@@ -18,11 +18,11 @@ annotation width, T = 6 target positions, V = 11, E = 4, H = 6.
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from conftest import REPO
 from torch import Tensor, nn
 
 from seqtasks.attention import MultiHeadAttention
@@ -288,7 +288,7 @@ def test_cell_stack_dropout_is_fresh_every_step_at_its_rate() -> None:
 
 # ---- 4. the GPU recipes --------------------------------------------------------------------
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = REPO / "configs"
 RECIPES = {"parsing/lstm_attention_gpu.yaml": "parsing/lstm_attention_fast.yaml",
            "captioning/shapes_soft_gpu.yaml": "captioning/shapes_soft.yaml"}  # fmt: skip
 

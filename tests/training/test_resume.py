@@ -5,14 +5,13 @@ apps/average_checkpoints.py, and never hold NaN weights."""
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
 import yaml
-from conftest import load_script, relabel
+from conftest import REPO, load_script, relabel, with_test_folders
 from test_cli import seqtasks
 from torch import Tensor
 
@@ -28,7 +27,6 @@ from seqtasks.training.checkpoints import AtomicCheckpointIO
 from seqtasks.translation.dates import DatesData
 from seqtasks.translation.task import TranslationTask
 
-REPO = Path(__file__).resolve().parents[1]
 DATES = REPO / "configs" / "translation" / "dates.yaml"
 
 
@@ -65,12 +63,6 @@ def dates_run(config: Path, data_dir: Path, root: Path, *extra: str) -> list[str
         f"--trainer.default_root_dir={root}",
         *extra,
     ]
-
-
-def with_tests_on_path(env: dict[str, str]) -> dict[str, str]:
-    """`env` with tests/ on PYTHONPATH, for the callbacks in tests/faults.py."""
-    paths = [str(REPO / "tests"), *filter(None, [env.get("PYTHONPATH")])]
-    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def load(path: Path) -> dict:
@@ -142,7 +134,7 @@ def test_killed_twice_and_resumed_equals_the_uninterrupted_run(dates_config, tmp
     numbers."""
     data = tmp_path / "dates"
     steps = ["--trainer.max_steps=12", "--trainer.val_check_interval=3"]
-    env = with_tests_on_path(child_env)
+    env = with_test_folders(child_env)  # the callbacks in tests/faults.py
     whole = seqtasks(dates_run(dates_config, data, tmp_path / "whole", *steps), env, tmp_path)
     assert whole.returncode == 0, whole.stderr[-3000:]
     summary = [line for line in whole.stdout.splitlines() if line.startswith("last")]

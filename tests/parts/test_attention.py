@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from conftest import REPO
 
 from seqtasks.attention import Attention, MultiHeadAttention
 from seqtasks.attention.scores import (
@@ -239,7 +240,6 @@ def test_multi_head_attention_refuses_heads_that_do_not_divide_the_width():
 
 # ---- chosen in YAML -------------------------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 MULTI_HEAD = {"class_path": "seqtasks.attention.MultiHeadAttention", "init_args": {"heads": 4}}
 TRANSFORMER = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 16}
 CHOICES = {

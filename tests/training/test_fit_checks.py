@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import test_resume
 import torch
+from conftest import REPO
 from test_resume import dates_run
 
 import seqtasks
@@ -22,7 +23,6 @@ from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.model_files.sources import open_model
 from seqtasks.translation.dates import DatesData
 
-REPO = Path(__file__).resolve().parents[1]
 dates_config = test_resume.dates_config  # the quick-start config, without attention plots
 HINT = "; give the settings it was trained with (its run's config.yaml)"
 SHORT = ["--trainer.max_steps=2", "--trainer.val_check_interval=2"]

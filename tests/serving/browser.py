@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ARTEFACTS = Path(os.environ.get("TEST_ARTEFACTS", Path(__file__).parents[1] / "test-artefacts"))
+ARTEFACTS = Path(os.environ.get("TEST_ARTEFACTS", Path(__file__).parents[2] / "test-artefacts"))
 
 
 def chromium() -> str:
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     interaction, saved as OUT/serve_TASK.png (for the tasks the server holds).
 
         seqtasks serve MT.ckpt PARSER.ckpt CAPTIONER.ckpt --port 8000 &
-        python tests/browser.py http://127.0.0.1:8000 docs/images --image photo.png
+        python tests/serving/browser.py http://127.0.0.1:8000 docs/images --image photo.png
     """
     import argparse
 

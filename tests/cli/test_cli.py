@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import flickr8k_subset, prepare_ptb, subprocess_env
+from conftest import REPO, flickr8k_subset, prepare_ptb, subprocess_env
 
 from seqtasks.captioning.data import CaptionData, ShapesData
 from seqtasks.cli.main import main
@@ -19,7 +19,6 @@ from seqtasks.translation.data import TranslationData
 from seqtasks.translation.dates import DatesData
 from seqtasks.translation.streaming.sharded_translation import ShardedTranslationData
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("**/*.yaml"))
 SMALL_BATCHES = ["--data.init_args.max_tokens", "512"]  # the configs' models, smaller batches
 

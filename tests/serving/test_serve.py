@@ -754,7 +754,7 @@ def test_bad_requests_batched_with_good_ones_fail_alone(case, server, good_reque
 
 @pytest.mark.slow
 def test_fuzzed_requests_never_get_a_5xx_nor_fail_good_ones(server, good_requests):
-    """400 hostile requests (tests/test_serve_fuzz.py) with 101 good ones among them, 16
+    """400 hostile requests (tests/serving/test_serve_fuzz.py) with 101 good ones among them, 16
     at a time: none gets a 5xx, every good one its right answer, and the server stays up."""
     seed = fuzz_seed()
     rng = random.Random(seed)

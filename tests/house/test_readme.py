@@ -14,9 +14,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from mutants import copy_tree
 
-REPO = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 FIT_STEPS = "--trainer.max_steps 5 --trainer.limit_val_batches 2"
 SHAPES = " ".join(

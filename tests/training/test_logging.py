@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from conftest import REPO
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -40,7 +41,6 @@ from seqtasks.training.loggers import TensorBoardBeside
 from seqtasks.training.noise import RANK_ZERO_LOGGER, silence_known_noise
 from seqtasks.training.progress import LineProgress
 
-REPO = Path(__file__).resolve().parents[1]
 DATES = REPO / "configs" / "translation" / "dates.yaml"
 STEP_LINE = re.compile(
     r"^epoch \d+  step (\d+)/(\d+)  loss (\d+\.\d+(e-\d+)?)  lr 0\.003  [\d,]+ tgt tok/s"

@@ -4,15 +4,15 @@ and useful FLOPs per target token against PyTorch's own FLOP counter on the real
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 # Appended, not prepended: bench/ctranslate2.py must not hide the ctranslate2 package.
-sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.append(str(REPO / "bench"))
 from peers import flops_per_token  # noqa: E402
 from peers_systems import onmt_steps, rate  # noqa: E402
 

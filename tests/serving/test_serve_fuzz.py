@@ -2,8 +2,8 @@
 JSON of odd shapes and numbers, deep nesting, lone surrogates, unusual digits, broken multipart
 forms, image bombs), and the server's request handling run on thousands of them in this process,
 without a server: every body must end as a refusal with a message (or a valid request), and
-every answer must be writable as JSON. tests/test_serve.py sends a few hundred of them to a real
-server. Set SERVE_FUZZ_SEED to replay a run; each run prints the seed it used.
+every answer must be writable as JSON. tests/serving/test_serve.py sends a few hundred of them to
+a real server. Set SERVE_FUZZ_SEED to replay a run; each run prints the seed it used.
 """
 
 from __future__ import annotations

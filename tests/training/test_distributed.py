@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from conftest import REPO, with_test_folders
 from test_cli import seqtasks
 from torch import nn
 
@@ -25,7 +25,6 @@ from seqtasks.cli.main import main
 from seqtasks.data.batching import TokenBucketSampler, bucketed_loader
 from seqtasks.translation.data import TranslationData
 
-REPO = Path(__file__).resolve().parents[1]
 DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
 
 
@@ -226,12 +225,10 @@ def test_two_nodes_on_loopback_shard_the_buckets(toy_data_dir, tmp_path, child_e
         "--trainer.callbacks+=batch_log.BatchLog",
         f"--trainer.callbacks.folder={tmp_path / 'batches'}",
     ]
-    python_path = [str(REPO / "tests"), *filter(None, [child_env.get("PYTHONPATH")])]
     env = {
-        **child_env,
+        **with_test_folders(child_env),  # tests/batch_log.py
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
-        "PYTHONPATH": os.pathsep.join(python_path),
     }
     run_nodes(args, env, tmp_path, timeout=300)
 

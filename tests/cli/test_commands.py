@@ -8,7 +8,6 @@ import importlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +16,7 @@ from conftest import REPO, subprocess_env
 import seqtasks
 from seqtasks.cli.commands import main
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pre_redesign"
+FIXTURES = REPO / "tests" / "fixtures" / "pre_redesign"
 NAMES = ["fit", "validate", "test", "predict", "translate", "parse", "caption", "evaluate"]
 NAMES += ["average", "serve", "export"]
 HEAVY = ("torch", "lightning", "numpy", "matplotlib", "PIL", "nltk", "sacrebleu", "litserve")
