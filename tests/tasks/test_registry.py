@@ -38,6 +38,9 @@ def test_a_package_without_a_declaration_or_with_another_package_is_refused(pack
     write(packages, "toy_none", "x = 1\n")
     with pytest.raises(TaskError, match="toy_none declares no task"):
         declared("toy_none")
+    write(packages, "toy_text", "TASK = 'translation'\n")  # a name, not a declaration
+    with pytest.raises(TaskError, match="toy_text declares no task"):
+        declared("toy_text")
     write(packages, "toy_other", "from seqtasks.registry import TaskEntry\n"
           "TASK = TaskEntry('somewhere', 'toy', '.t.T', '.m.M', (), '')\n")  # fmt: skip
     with pytest.raises(TaskError, match="toy_other's TASK names its package 'somewhere'"):
