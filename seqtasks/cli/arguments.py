@@ -177,11 +177,11 @@ def add_buckets_option(parser: argparse.ArgumentParser, bounds: list[int], of: s
     )
 
 
-def add_device_option(parser: argparse.ArgumentParser) -> None:
+def add_device_option(
+    parser: argparse.ArgumentParser, help: str = "cpu, cuda, cuda:1 … or auto"
+) -> None:
     """`--device`: where the model runs, "auto" (a GPU when one is visible) by default."""
-    parser.add_argument(
-        "--device", type=device_name, default="auto", help="cpu, cuda, cuda:1 … or auto"
-    )
+    parser.add_argument("--device", type=device_name, default="auto", help=help)
 
 
 def given(**options: object) -> dict[str, object]:

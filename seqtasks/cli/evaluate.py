@@ -30,10 +30,10 @@ from pathlib import Path
 from seqtasks.cli.arguments import (
     CommandParser,
     add_buckets_option,
+    add_device_option,
     add_scored_options,
     add_search_options,
     check_outputs,
-    device_name,
 )
 from seqtasks.cli.streams import require_stdout
 from seqtasks.registry import tasks
@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
         if hasattr(module, "BUCKETS"):
             add_buckets_option(task, *module.BUCKETS)
         task.add_argument("--output", type=Path, help=module.OUTPUT)
-        task.add_argument("--device", type=device_name, default="auto", help=DEVICE)
+        add_device_option(task, DEVICE)
         task.add_argument("--json", action="store_true", help=JSON)
     args = parser.parse_args(argv)
     module, task = modules[args.task], subparsers.choices[args.task]
