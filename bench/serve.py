@@ -122,7 +122,7 @@ def load(url: str, lines: list[str], clients: int, per_request: int, beam: int) 
             with lock:
                 latencies.append(elapsed)
                 if status == 200:
-                    answers[first] = [t["text"] for t in json.loads(body)["translations"]]
+                    answers[first] = [t["text"] for t in json.loads(body)["results"]]
                 else:
                     failures.append(f"{status}: {body[:200]!r}")
 

@@ -14,7 +14,7 @@ from fastapi import Body
 from pydantic import ValidationError
 
 from seqtasks.search.settings import SearchSettings
-from seqtasks.serving.answers import result, weights
+from seqtasks.serving import answers
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
 from seqtasks.serving.images import read_image
@@ -34,24 +34,15 @@ class CaptionSettings(SearchRequest):
     attention: bool = attention_flag()
 
 
-def answer(found: Any) -> dict[str, Any]:
-    """One caption's answer; with its words, their weights and the grid when it kept its
-    attention (`Caption.attention` is None unless the request asked for it)."""
-    answer = result(found, "caption")
-    if found.attention is not None:
-        answer["words"] = list(found.words)
-        answer["attention"] = weights(found.attention)
-        answer["grid"] = list(found.grid) if found.grid else None
-    return answer
-
-
 class CaptionEndpoint(ModelEndpoint):
     """POST /caption with an image as the body, or a multipart form with an `image` file and
     optional `beam`, `n_best`, `attention` fields (the checkpoint's unless given) ->
-    `{"caption": ..., "score": ...}`, with `attention=true` also its `words`, `attention` and
-    `grid` (`answers`)."""
+    `{"results": [{"text": ..., "score": ..., "alternatives": [...]}]}`, with `attention=true`
+    also its `attention` over the image's grid (`answers`)."""
 
     path = "/caption"
+    reads = "image"
+    title, prompt, action = "Captioning", "Image to caption", "Caption"
 
     def decode_request(self, request: ImageBody) -> Job | RequestError:
         return super().decode_request(request)
@@ -69,9 +60,14 @@ class CaptionEndpoint(ModelEndpoint):
         images = torch.stack(inputs)  # (B, 3, S, S)
         return self.model.caption(images, attention=attention, settings=settings)
 
-    def respond(self, results: list[Any]) -> dict[str, Any]:
-        (caption,) = results
-        return answer(caption)
+    def answer(self, found: Any) -> dict[str, Any]:
+        """A caption's answer; with its attention over the image's grid when it kept it
+        (`Caption.attention` is None unless the request asked for it)."""
+        if found.attention is None:
+            return answers.result(found)
+        grid = list(found.grid) if found.grid else None
+        weights = answers.attention(found.attention, found.words, grid=grid)
+        return answers.result(found, attention=weights)
 
 
 def form_settings(fields: dict[str, str]) -> CaptionSettings:

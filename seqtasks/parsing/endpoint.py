@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from seqtasks.data.text import check_text
 from seqtasks.parsing.ptb_text import check_tokens
 from seqtasks.search.settings import SearchSettings
+from seqtasks.serving import answers
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
 from seqtasks.serving.requests import SearchRequest
@@ -45,30 +46,17 @@ def nested(tree: Any) -> list[Any]:
     return [tree.label(), *(nested(c) if hasattr(c, "label") else str(c) for c in tree)]
 
 
-def answer(found: list[Any]) -> dict[str, Any]:
-    """The trees on one line each and as nested lists (`structures`: `nested`), their scores,
-    how many edits the constrained decoder made to each bracket sequence (`repairs`), and any
-    `alternatives`."""
-    answer: dict[str, Any] = {
-        "trees": [p.text for p in found],
-        "structures": [nested(p.tree) for p in found],
-        "scores": [float(p.score) for p in found],
-        "repairs": [int(p.repairs) for p in found],
-    }
-    if any(p.alternatives for p in found):
-        answer["alternatives"] = [
-            [{"tree": a.text, "score": float(a.score)} for a in p.alternatives] for p in found
-        ]
-    return answer
-
-
 class ParseEndpoint(ModelEndpoint):
     """POST /parse `{"sentences": [...], "beam": 10}` (beam and n_best: the checkpoint's unless
-    given) -> `{"trees": ["(TOP (S ...))", ...], "scores": [...], "repairs": [...]}`, one per
-    sentence, in order."""
+    given) -> `{"results": [{"text": "(TOP (S ...))", "score": ..., "alternatives": [...],
+    "tree": [...], "repairs": 0}, ...]}`, one per sentence, in order: each tree on one line
+    and as nested lists (`nested`), and how many edits the constrained decoder made to its
+    bracket sequence (`repairs`)."""
 
     path = "/parse"
     unit = "words"
+    title, prompt, action = "Parsing", "Sentence to parse", "Parse"
+    takes_attention = False
 
     def decode_request(self, request: ParseRequest) -> Job | RequestError:
         return super().decode_request(request)
@@ -83,5 +71,5 @@ class ParseEndpoint(ModelEndpoint):
     def run(self, inputs: list[list[str]], settings: SearchSettings, attention: bool):
         return self.model.parse(inputs, settings=settings)
 
-    def respond(self, results: list[Any]) -> dict[str, Any]:
-        return answer(results)
+    def answer(self, found: Any) -> dict[str, Any]:
+        return answers.result(found, tree=nested(found.tree), repairs=int(found.repairs))

@@ -48,6 +48,7 @@ class Parser(Model):
     """A parser and its vocabularies: sentences in, constituency trees out."""
 
     task: ParsingTask
+    max_rows = CPU_ROWS
 
     def __init__(self, task: ParsingTask, checkpoints: Sequence[str | Path]):
         super().__init__(task, checkpoints)
@@ -85,11 +86,8 @@ class Parser(Model):
                 )
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
-        budget = self.batch_tokens(max_tokens, settings)
-        if max_tokens != "auto" or self.device.type != "cuda":
-            budget = max(min(budget, CPU_ROWS // settings.beam), 1)
         encode = self.task.vocabulary.source.encode_words
-        nbests = self.search_sources([encode(w) for w in words], settings, budget, workers)
+        nbests = self.search_sources([encode(w) for w in words], settings, max_tokens, workers)
         return [
             Parse(Tree(ROOT, []), [], 0.0, 0)
             if nbest is None

@@ -1,18 +1,22 @@
-"""What the endpoints' JSON answers share (each task's `endpoint.py` builds its own): a text and
-its score, the rest of an n-best list as `alternatives`, and, when a request asks for them
-(`"attention": true`), the attention weights behind the best result, rounded.
+"""The one shape of every endpoint's JSON answer: `{"results": [result, ...]}`, one result per
+input in order (a sentence of /translate or /parse, the image of /caption), each
 
-A translation's `attention` is a list of rows, one per target piece (`pieces`), each over the
-source's pieces and its EOS (`source_pieces`): `Translation.attention`, (T, S + 1). A caption's
-is one row per word (`words`), each over the image's H·W grid cells, row by row (`grid`: [H,
-W]): `Caption.attention`, (T, L). Weights are rounded to WEIGHT_DIGITS decimals, about 6 bytes of
-JSON each: a request whose answer could carry more weights than the server's `max_attention`
-(1,000,000 by default, ~6 MiB) is refused before any search (`endpoint.ModelEndpoint.
-check_attention`).
+    {"text": ..., "score": ..., "alternatives": [{"text": ..., "score": ...}, ...], ...}
+
+with the rest of its n-best list, best first, in `alternatives` ([] for n_best 1), and what its
+task adds (a parse's `tree` and `repairs`). When a request asks for them (`"attention": true`),
+a result also holds the weights behind it, `"attention": {"weights": [[...]], "rows": [...],
+...}`: a row per output piece (`rows`), each over the source's pieces and its EOS (`columns`,
+for a translation: `Translation.attention`, (T, S + 1)) or over the image's H·W grid cells, row
+by row (`grid`: [H, W], for a caption: `Caption.attention`, (T, L)). Weights are rounded to
+WEIGHT_DIGITS decimals, about 6 bytes of JSON each: a request whose answer could carry more
+weights than the server's `max_attention` (1,000,000 by default, ~6 MiB) is refused before any
+search (`endpoint.ModelEndpoint.check_attention`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor
@@ -27,11 +31,17 @@ def weights(attention: Tensor | None) -> list[list[float]]:
     return [[round(w, WEIGHT_DIGITS) for w in row] for row in attention.float().tolist()]
 
 
-def result(found: Any, key: str) -> dict[str, Any]:
-    """`{key: text, "score": ...}` and, for an n-best list, its `alternatives` alike."""
-    answer = {key: found.text, "score": float(found.score)}
-    if found.alternatives:
-        answer["alternatives"] = [
-            {key: a.text, "score": float(a.score)} for a in found.alternatives
-        ]
-    return answer
+def result(found: Any, **extra: Any) -> dict[str, Any]:
+    """One result's answer: its text and score, its `alternatives` alike, and `extra`."""
+    return {
+        "text": found.text,
+        "score": float(found.score),
+        "alternatives": [{"text": a.text, "score": float(a.score)} for a in found.alternatives],
+        **extra,
+    }
+
+
+def attention(matrix: Tensor | None, rows: Sequence[str], **over: Any) -> dict[str, Any]:
+    """The attention behind a result: its `weights`, the output pieces of its `rows`, and what
+    each row is over (`columns`: source pieces, or `grid`: [H, W] image cells)."""
+    return {"weights": weights(matrix), "rows": list(rows), **over}

@@ -80,7 +80,10 @@ class BatchedEndpoint(ls.LitAPI):
         return list(items)
 
     def predict(self, items: Any) -> Any:
-        """One result list (or RequestError) per item, in order. Unbatched (max_batch_size 1),
+        """One result list (or RequestError) per item, in order: one model call (`run`) on the
+        inputs of every job of one setting, each job given its own slice of the results. A
+        call that fails for a group is made again for each of its jobs alone, so that only
+        the request that makes the model fail gets a 500. Unbatched (max_batch_size 1),
         LitServe passes one item and expects its result alone."""
         batched = self.max_batch_size > 1
         items = list(items) if batched else [items]
@@ -89,10 +92,29 @@ class BatchedEndpoint(ls.LitAPI):
         for position, item in enumerate(items):
             if isinstance(item, Job):
                 groups.setdefault(item.group, []).append(position)
-        for positions in groups.values():
-            results = self._serve([items[p] for p in positions])
-            for position, result in zip(positions, results, strict=True):
-                outputs[position] = result
+        todo = list(groups.values())
+        while todo:
+            positions = todo.pop(0)
+            jobs = [items[p] for p in positions]
+            inputs = [x for job in jobs for x in job.inputs]
+            try:
+                results = list(self.run(inputs, jobs[0].settings, jobs[0].attention))
+                if len(results) != len(inputs):
+                    raise RuntimeError(f"{len(results)} results for {len(inputs)} inputs")
+            except Exception:
+                if len(jobs) > 1:
+                    log.exception("a batch of %d requests failed; serving each alone", len(jobs))
+                    todo += [[p] for p in positions]
+                    continue
+                log.exception("the model failed on a request")
+                outputs[positions[0]] = RequestError(
+                    500, "the model failed on this request (see the server log)"
+                )
+                continue
+            start = 0
+            for position, job in zip(positions, jobs, strict=True):
+                outputs[position] = results[start : start + len(job.inputs)]
+                start += len(job.inputs)
         return outputs if batched else outputs[0]
 
     def unbatch(self, outputs: list[Any]) -> list[Any]:
@@ -109,25 +131,6 @@ class BatchedEndpoint(ls.LitAPI):
                 {"detail": "the server failed to write the answer to this request (see its log)"},
                 status_code=500,
             )
-
-    def _serve(self, jobs: list[Job]) -> list[list[Any] | RequestError]:
-        """Each job's results from one model call on all their inputs (jobs of one setting)."""
-        inputs = [x for job in jobs for x in job.inputs]
-        try:
-            results = list(self.run(inputs, jobs[0].settings, jobs[0].attention))
-            if len(results) != len(inputs):
-                raise RuntimeError(f"{len(results)} results for {len(inputs)} inputs")
-        except Exception:
-            if len(jobs) > 1:
-                log.exception("a batch of %d requests failed; serving them one by one", len(jobs))
-                return [self._serve([job])[0] for job in jobs]
-            log.exception("the model failed on a request")
-            return [RequestError(500, "the model failed on this request (see the server log)")]
-        answers, start = [], 0
-        for job in jobs:
-            answers.append(results[start : start + len(job.inputs)])
-            start += len(job.inputs)
-        return answers
 
     # ---- what a task's endpoint says --------------------------------------------------------
     def check(self, request: Any) -> Job:

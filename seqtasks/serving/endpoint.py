@@ -43,6 +43,11 @@ class ModelEndpoint(BatchedEndpoint):
 
     path = "/predict"
     unit: str | None = None  # what --max-length counts, for a model that reads tokens
+    # What the page's form for this endpoint sends ("text": `{"sentences": [...]}` as JSON;
+    # "image": an upload), its heading, the label of its input and of its button.
+    reads = "text"
+    title, prompt, action = "Model", "Input", "Send"
+    takes_attention = True  # whether a request may ask for the attention (`"attention": true`)
 
     def __init__(
         self,
@@ -166,6 +171,26 @@ class ModelEndpoint(BatchedEndpoint):
     def read(self, index: int, sentence: Any) -> tuple[Any, int]:
         """What the model is given for sentence `index`, and its length in `unit`."""
         raise NotImplementedError
+
+    def respond(self, results: list[Any]) -> dict[str, Any]:
+        """`{"results": [...]}`, each result as the task's endpoint answers it (`answers`)."""
+        return {"results": [self.answer(found) for found in results]}
+
+    def answer(self, found: Any) -> dict[str, Any]:
+        """One result's answer (`answers.result`, with what the task adds)."""
+        raise NotImplementedError
+
+    @classmethod
+    def form(cls) -> dict[str, str]:
+        """What the page needs to draw this endpoint's form (`page.describe`)."""
+        return {
+            "path": cls.path,
+            "reads": cls.reads,
+            "title": cls.title,
+            "prompt": cls.prompt,
+            "action": cls.action,
+            "attention": cls.takes_attention,
+        }
 
 
 def default_threads(workers_per_device: int) -> int:

@@ -2,13 +2,14 @@
 put together here into one answer that needs nothing from the internet), and `GET /models`,
 what the page learns of the models the server holds.
 
-The page is the same whatever is served, so that it says nothing of the models to a client
-without the server's key: its script asks `/models` (with the key typed into it) and shows the
-sections of the tasks served, each with its models' names, an example input, and the models' own
-search settings, which a request leaves to the model unless its user changes them. It sends its
-requests to this server's endpoints, asking for the attention weights (`answers`), and draws
-them: a heat map of target × source pieces for /translate, each word's weights over the photo
-for /caption, the tree the server answered for /parse.
+The page is the same whatever is served, and names no task: its script asks `/models` (with the
+key typed into it; a client without the key learns nothing of the models) and builds a section
+for each task served from its endpoint's form (`ModelEndpoint.form`: its path, whether it reads
+text or an image, its labels), with its models' names, an example input, and the models' own
+search settings, which a request leaves to the model unless its user changes them. It asks for
+the attention weights where the models give them, and draws each answer (`answers`, one shape
+for every endpoint) by what it holds: a heat map for attention over source pieces, each word's
+weights over the photo for attention over an image grid, a tree for a `tree`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from seqtasks.serving.server import Served
 
 STATIC = files("seqtasks.serving") / "static"
+SCRIPTS = ("views.js", "page.js")  # one script: what answers are drawn as, then the page
 # The page's icon, also at /favicon.ico: a browser asks for one on every load.
 ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '
@@ -38,23 +40,29 @@ def render() -> str:
     html = (STATIC / "index.html").read_text(encoding="utf-8")
     parts = {
         "/*CSS*/": (STATIC / "page.css").read_text(encoding="utf-8"),
-        "/*JS*/": (STATIC / "page.js").read_text(encoding="utf-8"),
+        "/*JS*/": "\n".join((STATIC / name).read_text(encoding="utf-8") for name in SCRIPTS),
         "/*ICON*/": "data:image/svg+xml," + ICON.replace("#", "%23").replace('"', "'"),
     }
     return re.sub(r"/\*(CSS|JS|ICON)\*/", lambda m: parts[m.group(0)], html)
 
 
-def describe(groups: dict[str, Served], limits: Limits) -> dict[str, Any]:
-    """What `GET /models` answers: for each task served, its models as they were named, an
-    example input (None where the training data's was not recorded), their own search settings
-    (None where not recorded: the page then leaves them to the model without showing them),
-    whether they give attention, and the limits of a request."""
+def describe(
+    groups: dict[str, Served], limits: Limits, forms: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """What `GET /models` answers: for each task served, its endpoint's form (`form`: its
+    path, whether it reads text or an image, its heading and labels:
+    `ModelEndpoint.form`), its models as they were named, an example input (None where the
+    training data's was not recorded), their own search settings (None where not recorded: the
+    page then leaves them to the model without showing them), whether a request may ask for
+    their attention (the models give it and the endpoint takes it), and the limits of a
+    request."""
     return {
         task: {
+            "form": forms[task],
             "models": served.names,
             "example": served.example,
             "search": None if served.search is None else {**served.search, "n_best": 1},
-            "attention": served.attention,
+            "attention": served.attention and forms[task]["attention"],
             "limits": asdict(limits),
         }
         for task, served in groups.items()

@@ -141,7 +141,8 @@ def build_server(
         disable_openapi_url=True,  # /docs and /redoc load scripts from a CDN
     )
     add_missing_endpoints(server, groups)
-    page.install(server.app, page.describe(groups, settings.limits))
+    forms = {task: endpoint(task).form() for task in groups}
+    page.install(server.app, page.describe(groups, settings.limits, forms))
     validation.install(server.app)
     access.install(server.app, settings.key)
     return server

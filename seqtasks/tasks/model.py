@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from torch import Tensor
 
 from seqtasks.data.batch import pad
 from seqtasks.data.batching import TokenBucketSampler
@@ -57,6 +56,8 @@ class Model:
         ValueError: for a task without what its checkpoints store (tokenisers, vocabularies).
     """
 
+    max_rows: int | None = None  # search rows (tokens × beam) a batch may hold (None: any)
+
     def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[str | Path]):
         if task.stored() is None:
             raise ValueError(f"the model has no {task.entry.stored_as}: load it from a checkpoint")
@@ -95,7 +96,9 @@ class Model:
         attention_sources: int | None = None,
     ) -> int:
         """Source tokens per batch: `max_tokens`, or for "auto" what suits the model's device
-        (`seqtasks.search.budget.batch_tokens`: 2,000 on a CPU, by free memory on a GPU)."""
+        (`seqtasks.search.budget.batch_tokens`: 2,000 on a CPU, by free memory on a GPU); at
+        most `max_rows` search rows (tokens × beam), but for "auto" on a GPU, which bounds
+        the rows itself."""
         task = self.task
         encoders = getattr(task.encoder, "members", [task.encoder])  # an ensemble's, each
         per_token = bytes_per_token(
@@ -106,43 +109,53 @@ class Model:
             settings.max_length_offset,
             attention_sources,
         )
-        return batch_tokens(max_tokens, self.device, per_token)
+        tokens = batch_tokens(max_tokens, self.device, per_token)
+        if self.max_rows is None or (max_tokens == "auto" and self.device.type == "cuda"):
+            return tokens
+        return max(min(tokens, self.max_rows // settings.beam), 1)
 
     def search_sources(
         self,
         sources: Sequence[list[int]],
         settings: SearchSettings,
-        max_tokens: int,
+        max_tokens: TokenBudget = "auto",
         workers: int | None = None,
         attention: bool = False,
     ) -> list[list[Hypothesis] | None]:
-        """Per source (token ids, without the EOS added here), its n-best hypotheses, or None
-        for an empty one; searched in length-sorted batches of about `max_tokens` padded
-        tokens. On a CPU, `workers` threads (default: torch's thread count) take the batches
-        in turn, each on one core (`run_batches`); the results do not depend on them."""
+        """Per source (token ids, without the EOS added here, at most `source_limit` of
+        them), its n-best hypotheses, or None for an empty one; searched in length-sorted
+        batches of about `max_tokens` padded tokens (`batch_tokens`), under the task's
+        constraint. On a CPU, `workers` threads (default: torch's thread count) take the
+        batches in turn, each on one core (`run_batches`); the results do not depend on them.
+        `attention` keeps each hypothesis' attention (ValueError if the decoder has none)."""
+        if attention:
+            self.require_attention()
+        limit = self.source_limit(settings.max_length)
+        budget = self.batch_tokens(max_tokens, settings, limit + 1 if attention else None)
         results: list[list[Hypothesis] | None] = [None] * len(sources)
         todo = [i for i, ids in enumerate(sources) if ids]
+        task = self.task
 
+        @torch.no_grad()  # in each thread of `run_batches`: grad mode is a thread's own
         def search_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)  # (B, S)
-            for i, nbest in zip(rows, self.search(src, src != PAD_ID, settings, attention)):
+            memory = task.encoder(src, src != PAD_ID)
+            constraint = task.search_constraint(memory)
+            found = search(task.decoder, memory, settings, constraint, attention)
+            for i, nbest in zip(rows, found, strict=True):
                 results[i] = nbest
 
         lengths = [len(sources[i]) + 1 for i in todo]
-        batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
+        batches = TokenBucketSampler(lengths, budget, shuffle=False).batches
         run_batches(search_batch, batches, workers, self.device.type)
         return results
 
-    @torch.no_grad()
-    def search(
-        self, src: Tensor, mask: Tensor, settings: SearchSettings, attention: bool
-    ) -> list[list[Hypothesis]]:
-        """Encode a batch of padded token ids and `search` from it, under the task's
-        constraint."""
-        memory = self.task.encoder(src, mask)
-        task = self.task
-        return search(task.decoder, memory, settings, task.search_constraint(memory), attention)
+    def source_limit(self, max_length: int) -> int:
+        """`max_length`, or fewer tokens if the encoder reads fewer positions (the source's
+        EOS takes one)."""
+        positions = self.task.encoder.max_positions
+        return max_length if positions is None else min(max_length, positions - 1)
 
     def require_attention(self) -> None:
         """Raise a ValueError naming the decoder if results cannot carry attention."""

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator
 from seqtasks.data.text import check_text
 from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search.settings import SearchSettings
-from seqtasks.serving.answers import result, weights
+from seqtasks.serving import answers
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
 from seqtasks.serving.requests import SearchRequest, attention_flag
@@ -43,27 +43,15 @@ class Attended:
     source_pieces: list[str]
 
 
-def answer(found: Any) -> dict[str, Any]:
-    """One translation's answer; with its attention when it is `Attended`."""
-    if not isinstance(found, Attended):
-        return result(found, "text")
-    best = found.translation
-    return {
-        **result(best, "text"),
-        "pieces": list(best.tokens),
-        "source_pieces": list(found.source_pieces),
-        "attention": weights(best.attention),
-    }
-
-
 class TranslateEndpoint(ModelEndpoint):
     """POST /translate `{"sentences": [...], "beam": 5, "n_best": 1}` (beam and n_best: the
-    checkpoint's unless given) -> `{"translations": [{"text": ..., "score": ...}, ...]}`, one
-    per sentence, in order; with `"attention": true` each also has its `pieces`,
-    `source_pieces` and `attention` (`answers`)."""
+    checkpoint's unless given) -> `{"results": [{"text": ..., "score": ..., "alternatives":
+    [...]}, ...]}`, one per sentence, in order; with `"attention": true` each also has its
+    `attention` over the source's pieces (`answers`)."""
 
     path = "/translate"
     unit = "subwords"
+    title, prompt, action = "Translation", "Sentence to translate", "Translate"
 
     def decode_request(self, request: TranslateRequest) -> Job | RequestError:
         return super().decode_request(request)
@@ -80,11 +68,19 @@ class TranslateEndpoint(ModelEndpoint):
         return settings.override(max_length=self.limits.max_length)
 
     def run(self, inputs: list[list[int]], settings: SearchSettings, attention: bool) -> list[Any]:
-        found = self.model.translate_sources(inputs, settings, attention)
+        model = self.model
+        found = model.translations(
+            model.search_sources(inputs, settings, attention=attention), settings.n_best
+        )
         if not attention:
             return found
-        pieces = self.model.task.src_tokenizer.pieces
+        pieces = model.task.src_tokenizer.pieces
         return [Attended(t, pieces([*ids, EOS_ID])) for t, ids in zip(found, inputs, strict=True)]
 
-    def respond(self, results: list[Any]) -> dict[str, Any]:
-        return {"translations": [answer(t) for t in results]}
+    def answer(self, found: Any) -> dict[str, Any]:
+        """A translation's answer; with its attention when it is `Attended`."""
+        if not isinstance(found, Attended):
+            return answers.result(found)
+        best, columns = found.translation, found.source_pieces
+        weights = answers.attention(best.attention, best.tokens, columns=columns)
+        return answers.result(best, attention=weights)

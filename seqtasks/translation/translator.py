@@ -83,25 +83,16 @@ class Translator(Model):
         limit = self.source_limit(settings.max_length)
         tokenizer = self.task.src_tokenizer
         sources = [encode_source(tokenizer, sentence.strip(), limit) for sentence in sentences]
-        return self.translate_sources(sources, settings, attention, max_tokens, workers)
+        nbests = self.search_sources(sources, settings, max_tokens, workers, attention)
+        return self.translations(nbests, settings.n_best)
 
-    def translate_sources(
-        self,
-        sources: Sequence[list[int]],
-        settings: SearchSettings,
-        attention: bool = False,
-        max_tokens: TokenBudget = "auto",
-        workers: int | None = None,
+    def translations(
+        self, nbests: Sequence[list[Hypothesis] | None], n_best: int
     ) -> list[Translation]:
-        """`translate` of sources already read into subword ids (without EOS, at most
-        `settings.max_length` of them): what the server does with the ids it counted."""
-        if attention:
-            self.require_attention()
-        limit = self.source_limit(settings.max_length)
-        tokens = self.batch_tokens(max_tokens, settings, limit + 1 if attention else None)
-        nbests = self.search_sources(sources, settings, tokens, workers, attention)
+        """The `Translation`s of `search_sources`' n-best lists (an empty one, with `n_best` - 1
+        empty alternatives, for an empty source)."""
         empty = Translation("", [], 0.0)
-        nothing = replace(empty, alternatives=[empty] * (settings.n_best - 1))
+        nothing = replace(empty, alternatives=[empty] * (n_best - 1))
         return [
             nothing if nbest is None else with_alternatives([self.translation_of(h) for h in nbest])
             for nbest in nbests
@@ -117,9 +108,3 @@ class Translator(Model):
         limit = self.source_limit(self.search_settings(max_length=max_length).max_length)
         tokenizer = self.task.src_tokenizer
         return tokenizer.pieces(encode_source(tokenizer, sentence.strip(), limit) + [EOS_ID])
-
-    def source_limit(self, max_length: int) -> int:
-        """`max_length`, or fewer subwords if the encoder reads fewer positions (the source's
-        EOS takes one): longer sources are then cut there, with the same warning."""
-        positions = self.task.encoder.max_positions
-        return max_length if positions is None else min(max_length, positions - 1)

@@ -240,13 +240,14 @@ def test_parallel_workers_parse_like_one(checkpoint, ptb_dir, monkeypatch):
     sentences = [g.leaves() for g in read_treebank(ptb_dir / "dev.mrg")[:30]]
     alone = parser.parse(sentences, beam=2, max_tokens=100, workers=1)
     seen = []
-    search = parser.search
+    from seqtasks.tasks import model
 
     def recording_search(*args, **kwargs):
         seen.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(parser, "search", recording_search)
+    search = model.search
+    monkeypatch.setattr(model, "search", recording_search)
     threads = torch.get_num_threads()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         parser.parse(sentences, beam=2, max_tokens=100, workers=3)

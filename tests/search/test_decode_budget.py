@@ -94,14 +94,19 @@ def translator():
 
 
 def given_to_search(model: Model, monkeypatch) -> dict:
-    """What the model's batched search was last given (`search_sources`, recording instead)."""
+    """The settings and the batch budget of the model's last batched search (`batch_tokens`,
+    recorded; the batches are then not searched)."""
     calls: dict = {}
+    batch_tokens = model.batch_tokens
 
-    def record(sources, settings, max_tokens, workers=None, attention=False):
-        calls.update(settings=settings, max_tokens=max_tokens)
-        return [None] * len(sources)
+    def record(max_tokens, settings, attention_sources=None):
+        calls.update(
+            settings=settings, max_tokens=batch_tokens(max_tokens, settings, attention_sources)
+        )
+        return calls["max_tokens"]
 
-    monkeypatch.setattr(model, "search_sources", record)
+    monkeypatch.setattr(model, "batch_tokens", record)
+    monkeypatch.setattr("seqtasks.tasks.model.run_batches", lambda *args: None)
     return calls
 
 

@@ -119,23 +119,23 @@ def main(argv: list[str] | None = None) -> None:
             page.fill("#api-key", args.key)
         page.wait_for_selector("section:not([hidden])")  # once /models has answered
         if page.locator("#translation:not([hidden])").count():
-            page.fill("#tr-text", args.sentence)
-            page.click("#tr-form button")
-            page.wait_for_selector("#tr-result:not([hidden])")
+            page.fill("#translation-text", args.sentence)
+            page.click("#translation-form button")
+            page.wait_for_selector("#translation-result:not([hidden])")
             page.mouse.move(0, 0)  # a pointer left over the table would light another piece
-            page.focus(f"#tr-heatmap .tgt[data-row='{args.piece}']")
+            page.focus(f"#translation-heatmap .tgt[data-row='{args.piece}']")
             page.locator("#translation").screenshot(path=str(args.out / "serve_translation.png"))
         if page.locator("#captioning:not([hidden])").count() and args.image:
-            page.set_input_files("#cap-file", str(args.image))
-            page.click("#cap-form button")
-            page.wait_for_selector("#cap-result:not([hidden])")
+            page.set_input_files("#captioning-file", str(args.image))
+            page.click("#captioning-form button")
+            page.wait_for_selector("#captioning-result:not([hidden])")
             page.mouse.move(0, 0)
-            page.focus(f"#cap-words button:nth-child({args.piece + 1})")
+            page.focus(f"#captioning-words button:nth-child({args.piece + 1})")
             page.locator("#captioning").screenshot(path=str(args.out / "serve_captioning.png"))
         if page.locator("#parsing:not([hidden])").count():
-            page.fill("#parse-text", args.parse)
-            page.click("#parse-form button")
-            page.wait_for_selector("#parse-result:not([hidden])")
+            page.fill("#parsing-text", args.parse)
+            page.click("#parsing-form button")
+            page.wait_for_selector("#parsing-result:not([hidden])")
             page.locator("#parsing").screenshot(path=str(args.out / "serve_parsing.png"))
         browser.close()
 

@@ -398,13 +398,13 @@ def test_health_and_info_cover_every_endpoint(server):
 def test_translate_answers_as_the_python_api_does(server, translator):
     status, answer = server.post("/translate", {"sentences": SENTENCES, "beam": 3})
     assert status == 200, answer
-    assert_same(answer["translations"], expected(translator.translate(SENTENCES, beam=3)))
+    assert_same(answer["results"], expected(translator.translate(SENTENCES, beam=3)))
 
     status, answer = server.post("/translate", {"sentences": SENTENCES[:2], "beam": 3, "n_best": 2})
     reference = translator.translate(SENTENCES[:2], beam=3, n_best=2)
     assert status == 200, answer
-    assert_same(answer["translations"], expected(reference))
-    for got, want in zip(answer["translations"], reference):
+    assert_same(answer["results"], expected(reference))
+    for got, want in zip(answer["results"], reference):
         assert_same(got["alternatives"], expected(want.alternatives))
 
 
@@ -425,7 +425,7 @@ def test_concurrent_requests_with_different_beams_each_get_their_own_results(ser
     for request, (status, answer) in zip(requests, answers):
         assert status == 200, answer
         reference = [references[request["beam"]][s] for s in request["sentences"]]
-        assert_same(answer["translations"], reference)
+        assert_same(answer["results"], reference)
 
 
 TOO_MANY = {"sentences": ["Ein Hund."] * 9}
@@ -531,14 +531,14 @@ def test_bad_requests_get_a_4xx_that_says_why_and_the_server_goes_on(case, serve
     assert bad.message in detail_text(answer)
     got, answer = server.post("/translate", {"sentences": SENTENCES[:2]})
     assert got == 200  # with the checkpoint's beam
-    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2], beam=2)))
+    assert_same(answer["results"], expected(translator.translate(SENTENCES[:2], beam=2)))
 
 
 @pytest.mark.slow
 def test_json_sent_as_curl_d_sends_it_is_read_and_other_text_refused(server, translator):
     status, answer = server.post("/translate", {"sentences": SENTENCES[:2]}, CURL_D)
     assert status == 200
-    assert_same(answer["translations"], expected(translator.translate(SENTENCES[:2])))
+    assert_same(answer["results"], expected(translator.translate(SENTENCES[:2])))
     status, answer = server.post("/translate", b"sentences=Ein+Hund", CURL_D)
     assert status == 422 and "the body is not a JSON object" in json.dumps(answer)
 
@@ -559,9 +559,15 @@ def test_parse_answers_as_the_python_api_does(server, parser):
     status, answer = server.post("/parse", {"sentences": sentences, "beam": 3})
     assert status == 200, answer
     parses = parser.parse(sentences, beam=3)
-    assert answer["trees"] == [p.text for p in parses]
-    assert answer["scores"] == pytest.approx([p.score for p in parses], abs=1e-4)
-    assert answer["trees"][2] == "(TOP )"
+    assert_same(answer["results"], expected(parses))
+    assert answer["results"][2]["text"] == "(TOP )" and answer["results"][2]["tree"] == ["TOP"]
+
+    def leaves(tree: list | str) -> list[str]:  # a nested [label, child, ...]'s words
+        return [tree] if isinstance(tree, str) else [w for child in tree[1:] for w in leaves(child)]
+
+    assert [leaves(r["tree"]) for r in answer["results"]] == [p.tree.leaves() for p in parses]
+    assert [r["tree"][0] for r in answer["results"]] == ["TOP"] * 3
+    assert [r["repairs"] for r in answer["results"]] == [p.repairs for p in parses]
 
 
 def form(fields: dict[str, str | bytes] | list[tuple[str, str | bytes]], image: bytes) -> bytes:
@@ -591,14 +597,14 @@ def test_caption_takes_an_image_body_or_a_form(server, captioner, image):
     status, answer = server.post("/caption", image, "image/png")
     (caption,) = captioner.caption([image])
     assert status == 200, answer
-    assert answer["caption"] == caption.text
-    assert answer["score"] == pytest.approx(caption.score, abs=1e-4)
+    assert_same(answer["results"], expected([caption]))
 
     status, answer = server.post("/caption", form({"beam": "2", "n_best": "2"}, image), MULTIPART)
     (caption,) = captioner.caption([image], beam=2, n_best=2)
     assert status == 200, answer
-    assert answer["caption"] == caption.text
-    assert [a["caption"] for a in answer["alternatives"]] == [c.text for c in caption.alternatives]
+    (got,) = answer["results"]
+    assert_same([got], expected([caption]))
+    assert_same(got["alternatives"], expected(caption.alternatives))
 
 
 def damaged(image: bytes) -> bytes:
@@ -703,15 +709,13 @@ def good_requests(translator, parser, captioner, image) -> dict[str, tuple]:
     (caption,) = captioner.caption([image])
 
     def translated(answer: dict) -> None:
-        assert_same(answer["translations"], translations)
+        assert_same(answer["results"], translations)
 
     def parsed(answer: dict) -> None:
-        assert answer["trees"] == [p.text for p in parses]
-        assert answer["scores"] == pytest.approx([p.score for p in parses], abs=1e-4)
+        assert_same(answer["results"], expected(parses))
 
     def captioned(answer: dict) -> None:
-        assert answer["caption"] == caption.text
-        assert answer["score"] == pytest.approx(caption.score, abs=1e-4)
+        assert_same(answer["results"], expected([caption]))
 
     return {
         "/translate": ({"sentences": sentences, "beam": 2}, "application/json", translated),
@@ -822,8 +826,9 @@ def test_bench_serve_measures_every_client_count_and_matches_offline(
 
 # ---- the page (GET /) and the attention it draws -----------------------------------------------
 class Controls(HTMLParser):
-    """The ids of a page's inputs, selects and textareas, the `for` of its labels, and every
-    address it names (src, href, action, url(...))."""
+    """The ids of a page's inputs, selects and textareas, the `for` of its labels (in the task
+    section's template: their data-id and data-for), and every address it names (src, href,
+    action, url(...))."""
 
     def __init__(self):
         super().__init__()
@@ -834,21 +839,26 @@ class Controls(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         named = dict(attrs)
         if tag in ("input", "select", "textarea"):
-            self.controls.append(named.get("id") or f"<{tag} without an id>")
-        if tag == "label" and named.get("for"):
-            self.labelled.add(named["for"])
+            name = named.get("id") or named.get("data-id")
+            self.controls.append(name or f"<{tag} without an id>")
+        if tag == "label" and (named.get("for") or named.get("data-for")):
+            self.labelled.add(named.get("for") or named["data-for"])
         self.addresses += [v for k, v in attrs if k in ("src", "href", "action") and v]
 
 
-def test_the_page_says_nothing_of_the_models_labels_every_control_and_needs_no_internet():
-    """The page is the same whatever is served (its script asks /models, behind the key): every
-    task's section, hidden; every control labelled; no address but its own icon, inline."""
+def test_the_page_names_no_task_labels_every_control_and_needs_no_internet():
+    """The page is the same whatever is served and names no task, its endpoint or its answer's
+    name (its script builds a section for each task /models names, behind the key); every
+    control labelled; no address but its own icon, inline."""
+    from seqtasks.registry import tasks
+
     html = render()
     page = Controls()
     page.feed(html)
-    for task in ("translation", "captioning", "parsing"):
-        assert f'<section id="{task}" aria-labelledby=' in html
-        assert re.search(f'<section id="{task}"[^>]* hidden>', html)
+    for name, entry in tasks().items():
+        endpoint = entry.endpoint_class()
+        words = {name, endpoint.path, endpoint.title, endpoint.prompt}
+        assert not [w for w in words if w.lower() in html.lower()], name
     assert page.controls and set(page.controls) <= page.labelled, page.controls
     assert [a[:26] for a in page.addresses] == ["data:image/svg+xml,<svg xm"]  # the icon
     named = html.replace("http://www.w3.org/2000/svg", "")  # SVG's namespace: a name
@@ -923,14 +933,14 @@ def test_translate_gives_attention_when_asked(server, translator):
     sentence = SENTENCES[0]
     status, answer = server.post("/translate", {"sentences": [sentence, ""], "attention": True})
     assert status == 200, answer
-    got, empty = answer["translations"]
+    got, empty = (result["attention"] for result in answer["results"])
     (want,) = translator.translate([sentence], attention=True)
-    assert got["pieces"] == want.tokens
-    assert got["source_pieces"] == translator.source_pieces(sentence)
-    assert len(got["attention"]) == len(want.tokens)  # a row per target piece
-    assert {len(row) for row in got["attention"]} == {len(got["source_pieces"])}  # source + EOS
-    assert torch.tensor(got["attention"]) == pytest.approx(want.attention, abs=1e-3)
-    assert empty["attention"] == [] and empty["pieces"] == []
+    assert got["rows"] == want.tokens
+    assert got["columns"] == translator.source_pieces(sentence)
+    assert len(got["weights"]) == len(want.tokens)  # a row per target piece
+    assert {len(row) for row in got["weights"]} == {len(got["columns"])}  # source + EOS
+    assert torch.tensor(got["weights"]) == pytest.approx(want.attention, abs=1e-3)
+    assert empty["weights"] == [] and empty["rows"] == []
     status, answer = server.post("/translate", {"sentences": [sentence], "attention": 1})
     assert status == 422 and "valid boolean" in str(answer)
 
@@ -940,12 +950,13 @@ def test_caption_gives_attention_over_the_grid_when_asked(server, captioner, ima
     status, answer = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
     assert status == 200, answer
     (want,) = captioner.caption([image], attention=True)
-    assert answer["words"] == want.words and answer["grid"] == list(want.grid)
-    height, width = answer["grid"]
-    assert len(answer["attention"]) == len(answer["words"])  # a row per word
-    assert {len(row) for row in answer["attention"]} == {height * width}
+    (got,) = (result["attention"] for result in answer["results"])
+    assert got["rows"] == want.words and got["grid"] == list(want.grid)
+    height, width = got["grid"]
+    assert len(got["weights"]) == len(got["rows"])  # a row per word
+    assert {len(row) for row in got["weights"]} == {height * width}
     status, plain = server.post("/caption", form({}, image), MULTIPART)
-    assert status == 200 and "attention" not in plain
+    assert status == 200 and "attention" not in plain["results"][0]
     status, answer = server.post("/caption", form({"attention": "yes"}, image), MULTIPART)
     assert status == 422 and "bad form field: attention" in answer["detail"]
 
@@ -954,7 +965,8 @@ def test_caption_gives_attention_over_the_grid_when_asked(server, captioner, ima
 def test_parse_tells_the_repairs_and_takes_no_attention(server, parser):
     status, answer = server.post("/parse", {"sentences": ["The dog barked .", ""]})
     assert status == 200, answer
-    assert answer["repairs"] == [p.repairs for p in parser.parse(["The dog barked .", ""])]
+    want = parser.parse(["The dog barked .", ""])
+    assert [r["repairs"] for r in answer["results"]] == [p.repairs for p in want]
     status, answer = server.post("/parse", {"sentences": ["a"], "attention": True})
     assert status == 422 and "Extra inputs" in str(answer)
 
@@ -1026,60 +1038,63 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     """The page starts from what /models says (the model's name, an example sentence of its
     data, its beam as the placeholder, nothing of its own sent), and draws the answer."""
     models = server.get("/models")[1]["translation"]
-    assert page.text_content("#tr-models") == " + ".join(models["models"]) + " (an ensemble)"
-    assert page.input_value("#tr-text") == models["example"]
-    assert page.get_attribute("#tr-beam", "placeholder") == "model's: 2"
+    assert page.text_content("#translation-models") == " + ".join(models["models"]) + " (an ensemble)"
+    assert page.input_value("#translation-text") == models["example"]
+    assert page.get_attribute("#translation-beam", "placeholder") == "model's: 2"
     with page.expect_request("**/translate") as sent:
-        page.click("#tr-form button")
+        page.click("#translation-form button")
     assert sent.value.headers["x-api-key"] == KEY
     assert json.loads(sent.value.post_data) == {
         "sentences": [models["example"]],
         "attention": True,
     }  # the model's own search settings, not the page's
-    page.wait_for_selector("#tr-result:not([hidden])")
-    page.fill("#tr-text", SENTENCES[1])
-    page.fill("#tr-beam", "2")
-    page.fill("#tr-nbest", "2")
+    page.wait_for_selector("#translation-result:not([hidden])")
+    page.fill("#translation-text", SENTENCES[1])
+    page.fill("#translation-beam", "2")
+    page.fill("#translation-nbest", "2")
     with page.expect_response("**/translate"):  # (its text may be the first one's again)
-        page.click("#tr-form button")
-    page.wait_for_selector("#tr-nbest-list li")  # drawn from this answer: n-best 2
+        page.click("#translation-form button")
+    page.wait_for_selector("#translation-nbest-list li")  # drawn from this answer: n-best 2
     status, answer = server.post(
         "/translate", {"sentences": [SENTENCES[1]], "beam": 2, "n_best": 2, "attention": True}
     )
-    (want,) = answer["translations"]
-    assert page.text_content("#tr-output") == want["text"]
-    assert page.locator("#tr-nbest-list li").count() == 1
-    assert page.get_attribute("#tr-nbest-list", "start") == "2"  # the second hypothesis is 2
-    pieces = page.locator("#tr-heatmap .tgt").all_text_contents()
+    (want,) = answer["results"]
+    assert page.text_content("#translation-output") == want["text"]
+    want = {**want, "pieces": want["attention"]["rows"], "source_pieces": want["attention"]["columns"]}
+    assert page.locator("#translation-nbest-list li").count() == 1
+    assert page.get_attribute("#translation-nbest-list", "start") == "2"  # the second hypothesis is 2
+    pieces = page.locator("#translation-heatmap .tgt").all_text_contents()
     assert pieces == [p.replace("\u2581", "\u2423") for p in want["pieces"]]  # ▁ shown as ␣
-    assert page.locator("#tr-heatmap .src").count() == len(want["source_pieces"])
-    canvas = "document.querySelector('#tr-heatmap canvas')"
+    assert page.locator("#translation-heatmap .src").count() == len(want["source_pieces"])
+    canvas = "document.querySelector('#translation-heatmap canvas')"
     size = page.evaluate(f"[{canvas}.width, {canvas}.height]")
     assert size == [16 * len(want["source_pieces"]), 16 * len(want["pieces"])]
-    page.focus("#tr-heatmap .tgt")  # by keyboard: the first target piece lights its sources
-    assert page.locator("#tr-heatmap .src.lit").count() == len(want["source_pieces"])
+    page.focus("#translation-heatmap .tgt")  # by keyboard: the first target piece lights its sources
+    assert page.locator("#translation-heatmap .src.lit").count() == len(want["source_pieces"])
 
 
 @pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_captions_an_upload_with_one_overlay_per_word(page, server, checkpoints, image):
-    page.set_input_files("#cap-file", str(sorted(checkpoints["images"].glob("*.png"))[0]))
-    page.click("#cap-form button")
-    page.wait_for_selector("#cap-result:not([hidden])")
+    page.set_input_files("#captioning-file", str(sorted(checkpoints["images"].glob("*.png"))[0]))
+    page.click("#captioning-form button")
+    page.wait_for_selector("#captioning-result:not([hidden])")
     status, answer = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
-    assert page.text_content("#cap-output") == answer["caption"]
-    assert page.locator("#cap-strip figure.cap-overlay canvas").count() == len(answer["words"])
-    assert page.locator("#cap-words button").count() == len(answer["words"])
+    (result,) = answer["results"]
+    words = result["attention"]["rows"]
+    assert page.text_content("#captioning-output") == result["text"]
+    assert page.locator("#captioning-strip figure canvas").count() == len(words)
+    assert page.locator("#captioning-words button").count() == len(words)
 
 
 @pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_shows_the_servers_message_for_a_bad_upload(page):
     bad = {"name": "photo.png", "mimeType": "image/png", "buffer": b"not an image at all"}
-    page.set_input_files("#cap-file", files=[bad])
-    page.click("#cap-form button")
-    page.wait_for_selector("#cap-error:not([hidden])")
-    message = page.text_content("#cap-error")
+    page.set_input_files("#captioning-file", files=[bad])
+    page.click("#captioning-form button")
+    page.wait_for_selector("#captioning-error:not([hidden])")
+    message = page.text_content("#captioning-error")
     assert "422" in message and "cannot read the image (19 bytes)" in message
 
 
@@ -1089,13 +1104,13 @@ def test_the_page_draws_the_parse_as_a_tree(page):
     """The tree the server answered, its words as it read them: a word holding U+FEFF (which
     JavaScript counts as a space) is one leaf."""
     words = ["The", "dog\ufeffs", "barked", "loudly", "."]
-    page.fill("#parse-text", " ".join(words))
-    page.fill("#parse-beam", "3")
-    page.click("#parse-form button")
-    page.wait_for_selector("#parse-result:not([hidden])")
-    leaves = page.locator("#parse-tree text.leaf").all_text_contents()
+    page.fill("#parsing-text", " ".join(words))
+    page.fill("#parsing-beam", "3")
+    page.click("#parsing-form button")
+    page.wait_for_selector("#parsing-result:not([hidden])")
+    leaves = page.locator("#parsing-tree text.leaf").all_text_contents()
     assert leaves == words
-    assert page.text_content("#parse-brackets").startswith("(TOP")
+    assert page.text_content("#parsing-output").startswith("(TOP")
 
 
 @pytest.mark.slow
@@ -1105,37 +1120,40 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     what it attends to, or what attends to it); choose an image from the drop area, caption it
     and focus a word, which lays its attention over the photo. Focus is drawn visibly."""
     sentence = SENTENCES[2]
-    tab_to(page, "#tr-text")
+    tab_to(page, "#translation-text")
     page.keyboard.press("Control+A")
     page.keyboard.type(sentence)
-    tab_to(page, "#tr-form button")
+    tab_to(page, "#translation-form button")
     page.keyboard.press("Enter")
-    page.wait_for_selector("#tr-result:not([hidden])")
+    page.wait_for_selector("#translation-result:not([hidden])")
     status, answer = server.post("/translate", {"sentences": [sentence], "attention": True})
-    (want,) = answer["translations"]
-    assert page.text_content("#tr-output") == want["text"]
-    tab_to(page, "#tr-heatmap .src")  # the first source piece: the target pieces light up
-    assert page.locator("#tr-heatmap .src.on").count() == 1
-    assert page.locator("#tr-heatmap .tgt.lit").count() == len(want["pieces"])
+    (want,) = answer["results"]
+    assert page.text_content("#translation-output") == want["text"]
+    want = {**want, "pieces": want["attention"]["rows"], "source_pieces": want["attention"]["columns"]}
+    tab_to(page, "#translation-heatmap .src")  # the first source piece: the target pieces light up
+    assert page.locator("#translation-heatmap .src.on").count() == 1
+    assert page.locator("#translation-heatmap .tgt.lit").count() == len(want["pieces"])
     assert veiled(page) == (len(want["pieces"]) * (len(want["source_pieces"]) - 1))
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")
-    tab_to(page, "#tr-heatmap .tgt")  # the first target piece: its source pieces light up
-    assert page.locator("#tr-heatmap .src.lit").count() == len(want["source_pieces"])
+    tab_to(page, "#translation-heatmap .tgt")  # the first target piece: its source pieces light up
+    assert page.locator("#translation-heatmap .src.lit").count() == len(want["source_pieces"])
     assert veiled(page) == (len(want["pieces"]) - 1) * len(want["source_pieces"])
     with page.expect_file_chooser() as chooser:
-        tab_to(page, "#cap-drop")
+        tab_to(page, "#captioning-drop")
         page.keyboard.press("Enter")
     chooser.value.set_files(str(sorted(checkpoints["images"].glob("*.png"))[0]))
-    tab_to(page, "#cap-form button")
+    tab_to(page, "#captioning-form button")
     page.keyboard.press("Enter")
-    page.wait_for_selector("#cap-result:not([hidden])")
-    status, caption = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
-    assert page.text_content("#cap-output") == caption["caption"]
+    page.wait_for_selector("#captioning-result:not([hidden])")
+    status, answer = server.post("/caption", form({"attention": "true"}, image), MULTIPART)
+    (caption,) = answer["results"]
+    caption["words"] = caption["attention"]["rows"]
+    assert page.text_content("#captioning-output") == caption["text"]
     if len(caption["words"]) > 1:
-        tab_to(page, "#cap-words button:nth-child(2)")
-        assert page.get_attribute("#cap-words button:nth-child(2)", "aria-pressed") == "true"
-        assert page.locator("#cap-strip figure.on figcaption").text_content() == caption["words"][1]
+        tab_to(page, "#captioning-words button:nth-child(2)")
+        assert page.get_attribute("#captioning-words button:nth-child(2)", "aria-pressed") == "true"
+        assert page.locator("#captioning-strip figure.on figcaption").text_content() == caption["words"][1]
 
 
 @pytest.mark.slow
@@ -1149,23 +1167,24 @@ def test_the_page_captions_an_image_dropped_on_it(page, server, checkpoints):
         return files; }""",
         list(path.read_bytes()),
     )
-    page.dispatch_event("#cap-drop", "dragover", {"dataTransfer": dropped})
-    assert "over" in page.get_attribute("#cap-drop", "class")
-    page.dispatch_event("#cap-drop", "drop", {"dataTransfer": dropped})
-    assert page.text_content("#cap-drop") == "Chosen: dropped.png"
-    page.click("#cap-form button")
-    page.wait_for_selector("#cap-result:not([hidden])")
+    page.dispatch_event("#captioning-drop", "dragover", {"dataTransfer": dropped})
+    assert "over" in page.get_attribute("#captioning-drop", "class")
+    page.dispatch_event("#captioning-drop", "drop", {"dataTransfer": dropped})
+    assert page.text_content("#captioning-drop") == "Chosen: dropped.png"
+    page.click("#captioning-form button")
+    page.wait_for_selector("#captioning-result:not([hidden])")
     status, answer = server.post("/caption", form({"attention": "true"}, path.read_bytes()),
                                  MULTIPART)  # fmt: skip
-    assert page.text_content("#cap-output") == answer["caption"]
-    assert page.locator("#cap-strip figure.cap-overlay").count() == len(answer["words"])
+    (result,) = answer["results"]
+    assert page.text_content("#captioning-output") == result["text"]
+    assert page.locator("#captioning-strip figure").count() == len(result["attention"]["rows"])
 
 
 def veiled(page) -> int:
     """How many cells of the heat map the veils cover (their centres), as the page shows it."""
     return page.evaluate(
         """() => {
-        const map = document.querySelector('#tr-heatmap'), canvas = map.querySelector('canvas');
+        const map = document.querySelector('#translation-heatmap'), canvas = map.querySelector('canvas');
         const veils = [...map.querySelectorAll('.veil:not([hidden])')]
           .map((v) => v.getBoundingClientRect());
         const box = canvas.getBoundingClientRect();
@@ -1188,8 +1207,8 @@ def test_the_largest_heat_map_an_answer_may_hold_is_quick_to_hover(page):
         """([rows, cols]) => {
         const w = Array.from({length: rows},
           (_, i) => Array.from({length: cols}, (_, j) => ((i * 7 + j * 13) % 100) / 100 / cols));
-        $('tr-result').hidden = false;
-        heatmap($('tr-heatmap'), w.map((_, i) => '\u2581p' + i), w[0].map((_, j) => 's' + j), w);
+        $('translation-result').hidden = false; $('translation-pieces-view').hidden = false;
+        heatmap($('translation-heatmap'), w.map((_, i) => '\u2581p' + i), w[0].map((_, j) => 's' + j), w);
         }""",
         [371, 241],
     )
@@ -1198,13 +1217,13 @@ def test_the_largest_heat_map_an_answer_may_hold_is_quick_to_hover(page):
         document.querySelector(selector).dispatchEvent(new MouseEvent('mouseenter'));
         requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
     })"""
-    page.evaluate(frames, "#tr-heatmap .tgt")  # the first frame rasterises the new map
+    page.evaluate(frames, "#translation-heatmap .tgt")  # the first frame rasterises the new map
     times = [
-        page.evaluate(frames, f"#tr-heatmap .{axis}[data-{kind}='{n}']")
+        page.evaluate(frames, f"#translation-heatmap .{axis}[data-{kind}='{n}']")
         for axis, kind, n in [("tgt", "row", 200), ("src", "col", 120), ("tgt", "row", 370)] * 2
     ]
     assert sorted(times)[len(times) // 2] < 100, times
-    assert page.locator("#tr-heatmap .src.lit").count() == 241
+    assert page.locator("#translation-heatmap .src.lit").count() == 241
 
 
 # ---- the key, and the size of an attention answer ---------------------------------------------

@@ -150,6 +150,7 @@ from seqtasks.translation.endpoint import TranslateEndpoint
 
 class ReverseEndpoint(TranslateEndpoint):
     path = "/reverse"
+    title, prompt, action = "Reversal", "Text to reverse", "Reverse"
 """,
 }
 CONFIG = """
@@ -263,7 +264,7 @@ def test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves(
         server.wait_until_healthy()
         status, answer = server.post("/reverse", {"sentences": strings[:3]})
         assert status == 200, answer
-        assert [t["text"] for t in answer["translations"]] == said.split("\n")[:3]
+        assert [t["text"] for t in answer["results"]] == said.split("\n")[:3]
         status, answer = server.post("/translate", {"sentences": ["abc"]})
         assert status == 404 and "it serves POST /reverse" in answer["detail"]
     finally:

@@ -1,0 +1,177 @@
+"use strict";
+// What the page of `seqtasks serve` draws of an answer (page.js sends the requests): attention
+// over source pieces as a heat map, attention over an image grid laid over the photo, a tree.
+// Everything here talks to this server only (same origin).
+const $ = (id) => document.getElementById(id);
+const el = (tag, attrs = {}, text) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+};
+const SVG = "http://www.w3.org/2000/svg"; // SVG's namespace: a name, never fetched
+const svg = (tag, attrs = {}, text) => {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+};
+const fmt = (x) => (x === null || x === undefined ? "n/a" : Number(x).toFixed(3));
+
+// ---- attention over source pieces: a heat map of output pieces × source pieces -------------
+// sentencepiece's word-start mark, shown as a visible space
+const shown = (piece) => piece.replaceAll("\u2581", "\u2423");
+
+const CELL = 16; // px: a heat map cell, and the width (or height) of the piece naming it
+
+function heatmap(map, rows, columns, weights) {
+  // The weights as one canvas, a cell each, between the pieces that name its rows (targets)
+  // and columns (sources), each a focusable button. Lighting a row or a column colours the
+  // other axis's pieces by their weights and moves two veils over the other cells; the canvas
+  // is drawn once, so the largest map an answer may hold stays quick to hover
+  // (docs/serving.md, "The page").
+  map.replaceChildren();
+  map.style.setProperty("--cell", `${CELL}px`);
+  map.append(el("div", { class: "corner" }));
+  const head = map.appendChild(el("div", { class: "cols", role: "group", "aria-label": "source pieces" }));
+  const side = map.appendChild(el("div", { class: "rows", role: "group", "aria-label": "target pieces" }));
+  const cells = map.appendChild(el("div", { class: "cells" }));
+  const canvas = cells.appendChild(el("canvas", {
+    width: columns.length * CELL, height: rows.length * CELL, role: "img",
+    "aria-label": `attention weights of ${rows.length} target pieces over ${columns.length} source pieces`,
+  }));
+  const context = canvas.getContext("2d");
+  weights.forEach((row, i) => row.forEach((w, j) => {
+    context.fillStyle = `rgba(26, 95, 180, ${w})`;
+    context.fillRect(j * CELL, i * CELL, CELL, CELL);
+  }));
+  const piece = (text, attrs) => el("button", { type: "button", ...attrs }, shown(text));
+  const sources = columns.map((p, j) => head.appendChild(piece(p, { class: "src", "data-col": j })));
+  const targets = rows.map((p, i) => side.appendChild(piece(p, { class: "tgt", "data-row": i })));
+  const veils = [0, 1].map(() => cells.appendChild(el("div", { class: "veil", "aria-hidden": "true", hidden: "" })));
+  let lit = [];
+  const clear = () => {
+    lit.forEach((n) => { n.classList.remove("lit", "on"); n.style.removeProperty("--w"); });
+    lit = [];
+    veils.forEach((v) => { v.hidden = true; });
+    delete map.dataset.row; delete map.dataset.col;
+  };
+  const veil = (v, left, top, width, height) => {
+    Object.assign(v.style, { left: `${left}px`, top: `${top}px`, width: `${width}px`, height: `${height}px` });
+    v.hidden = !(width > 0 && height > 0);
+  };
+  const light = (header, others, weightOf) => {
+    clear();
+    header.classList.add("on");
+    others.forEach((n, k) => { n.classList.add("lit"); n.style.setProperty("--w", weightOf(k)); });
+    lit = [header, ...others];
+  };
+  const [width, height] = [canvas.width, canvas.height];
+  targets.forEach((button, i) => {
+    const show = () => {
+      light(button, sources, (j) => weights[i][j]);
+      veil(veils[0], 0, 0, width, i * CELL);
+      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);
+      map.dataset.row = i;
+    };
+    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
+  });
+  sources.forEach((button, j) => {
+    const show = () => {
+      light(button, targets, (i) => weights[i][j]);
+      veil(veils[0], 0, 0, j * CELL, height);
+      veil(veils[1], (j + 1) * CELL, 0, width - (j + 1) * CELL, height);
+      map.dataset.col = j;
+    };
+    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
+  });
+  map.addEventListener("mouseleave", clear);
+  const readout = $(map.id.replace("heatmap", "cell"));
+  canvas.addEventListener("mousemove", (event) => {
+    const i = Math.floor(event.offsetY / CELL), j = Math.floor(event.offsetX / CELL);
+    if (readout && i >= 0 && i < rows.length && j >= 0 && j < columns.length) {
+      readout.textContent = `${shown(rows[i])} → ${shown(columns[j])}: ${weights[i][j].toFixed(3)}`;
+    }
+  });
+}
+
+// ---- attention over an image grid: each word's weights laid over the photo -------------------
+function paint(canvas, weights, grid) {
+  // One word's weights over the (H, W) grid, scaled so that its largest is white: the photo
+  // shows through where the word looks (the browser smooths the grid as it scales it up).
+  const [h, w] = grid;
+  canvas.width = w; canvas.height = h;
+  const context = canvas.getContext("2d");
+  const top = Math.max(...weights) || 1;
+  const image = context.createImageData(w, h);
+  weights.forEach((a, k) => {
+    const v = Math.round(255 * (0.15 + 0.85 * (a / top)));
+    image.data.set([v, v, v, 255], 4 * k);
+  });
+  context.putImageData(image, 0, 0);
+}
+
+// ---- a tree: drawn as a tree -----------------------------------------------------------------
+function readTree(nested) {
+  // The server's tree as it parsed it, [label, child, …] with each word a string, as
+  // {label, children}; a leaf is {label, leaf: true}. The bracket string is never split again
+  // here: a word may hold what JavaScript takes for a space (U+FEFF).
+  if (typeof nested === "string") return { label: nested, leaf: true, children: [] };
+  const [label, ...children] = nested;
+  return { label, children: children.map(readTree) };
+}
+
+function drawTree(target, tree) {
+  const dx = 70, dy = 48, pad = 20;
+  let leaves = 0, depth = 0;
+  const place = (n, d) => {
+    n.y = pad + d * dy; depth = Math.max(depth, d);
+    if (!n.children.length) { n.x = pad + dx / 2 + leaves++ * dx; return; }
+    n.children.forEach((c) => place(c, d + 1));
+    n.x = (n.children[0].x + n.children[n.children.length - 1].x) / 2;
+  };
+  place(tree, 0);
+  // Leaves (the words) on one line at the bottom, as trees are drawn in textbooks.
+  const bottom = pad + depth * dy;
+  const lower = (n) => { if (n.leaf) n.y = bottom; n.children.forEach(lower); };
+  lower(tree);
+  target.replaceChildren();
+  target.setAttribute("width", Math.max(leaves, 1) * dx + 2 * pad);
+  target.setAttribute("height", bottom + pad + 10);
+  const draw = (n) => {
+    for (const c of n.children) {
+      target.append(svg("line", { x1: n.x, y1: n.y + 5, x2: c.x, y2: c.y - 14 }));
+      draw(c);
+    }
+    target.append(svg("text", { x: n.x, y: n.y, "text-anchor": "middle", class: n.leaf ? "leaf" : "node" }, n.label));
+  };
+  draw(tree);
+}
+
+function overlays(find, attention, url) {
+  // A button per word and a small copy of the image with its weights; the large one shows the
+  // word chosen.
+  const { rows, weights, grid } = attention;
+  const words = find("words"), strip = find("strip"), focus = find("focus");
+  find("photo").src = url;
+  words.replaceChildren(); strip.replaceChildren();
+  const figures = [], buttons = [];
+  const show = (k) => {
+    paint(focus, weights[k], grid);
+    figures.forEach((f, i) => f.classList.toggle("on", i === k));
+    buttons.forEach((b, i) => { b.classList.toggle("on", i === k); b.setAttribute("aria-pressed", String(i === k)); });
+  };
+  rows.forEach((word, k) => {
+    const button = el("button", { type: "button", "aria-pressed": "false" }, word);
+    for (const kind of ["mouseenter", "focus", "click"]) button.addEventListener(kind, () => show(k));
+    words.append(button); buttons.push(button);
+    const figure = el("figure", { class: "overlay-figure" });
+    const frame = figure.appendChild(el("div"));
+    frame.append(el("img", { src: url, alt: "" }));
+    paint(frame.appendChild(el("canvas", { class: "overlay", "aria-hidden": "true" })), weights[k], grid);
+    figure.append(el("figcaption", {}, word));
+    figure.addEventListener("click", () => show(k));
+    strip.append(figure); figures.push(figure);
+  });
+  if (rows.length) show(0);
+}
