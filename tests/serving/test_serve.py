@@ -1038,7 +1038,8 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     """The page starts from what /models says (the model's name, an example sentence of its
     data, its beam as the placeholder, nothing of its own sent), and draws the answer."""
     models = server.get("/models")[1]["translation"]
-    assert page.text_content("#translation-models") == " + ".join(models["models"]) + " (an ensemble)"
+    named = " + ".join(models["models"]) + " (an ensemble)"
+    assert page.text_content("#translation-models") == named
     assert page.input_value("#translation-text") == models["example"]
     assert page.get_attribute("#translation-beam", "placeholder") == "model's: 2"
     with page.expect_request("**/translate") as sent:
@@ -1060,16 +1061,17 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     )
     (want,) = answer["results"]
     assert page.text_content("#translation-output") == want["text"]
-    want = {**want, "pieces": want["attention"]["rows"], "source_pieces": want["attention"]["columns"]}
+    attention = want["attention"]
+    want = {**want, "pieces": attention["rows"], "source_pieces": attention["columns"]}
     assert page.locator("#translation-nbest-list li").count() == 1
-    assert page.get_attribute("#translation-nbest-list", "start") == "2"  # the second hypothesis is 2
+    assert page.get_attribute("#translation-nbest-list", "start") == "2"  # the second is 2
     pieces = page.locator("#translation-heatmap .tgt").all_text_contents()
     assert pieces == [p.replace("\u2581", "\u2423") for p in want["pieces"]]  # ▁ shown as ␣
     assert page.locator("#translation-heatmap .src").count() == len(want["source_pieces"])
     canvas = "document.querySelector('#translation-heatmap canvas')"
     size = page.evaluate(f"[{canvas}.width, {canvas}.height]")
     assert size == [16 * len(want["source_pieces"]), 16 * len(want["pieces"])]
-    page.focus("#translation-heatmap .tgt")  # by keyboard: the first target piece lights its sources
+    page.focus("#translation-heatmap .tgt")  # by keyboard: the first target lights its sources
     assert page.locator("#translation-heatmap .src.lit").count() == len(want["source_pieces"])
 
 
@@ -1129,7 +1131,8 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     status, answer = server.post("/translate", {"sentences": [sentence], "attention": True})
     (want,) = answer["results"]
     assert page.text_content("#translation-output") == want["text"]
-    want = {**want, "pieces": want["attention"]["rows"], "source_pieces": want["attention"]["columns"]}
+    attention = want["attention"]
+    want = {**want, "pieces": attention["rows"], "source_pieces": attention["columns"]}
     tab_to(page, "#translation-heatmap .src")  # the first source piece: the target pieces light up
     assert page.locator("#translation-heatmap .src.on").count() == 1
     assert page.locator("#translation-heatmap .tgt.lit").count() == len(want["pieces"])
@@ -1153,7 +1156,8 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     if len(caption["words"]) > 1:
         tab_to(page, "#captioning-words button:nth-child(2)")
         assert page.get_attribute("#captioning-words button:nth-child(2)", "aria-pressed") == "true"
-        assert page.locator("#captioning-strip figure.on figcaption").text_content() == caption["words"][1]
+        chosen = page.locator("#captioning-strip figure.on figcaption").text_content()
+        assert chosen == caption["words"][1]
 
 
 @pytest.mark.slow
@@ -1184,7 +1188,8 @@ def veiled(page) -> int:
     """How many cells of the heat map the veils cover (their centres), as the page shows it."""
     return page.evaluate(
         """() => {
-        const map = document.querySelector('#translation-heatmap'), canvas = map.querySelector('canvas');
+        const map = document.querySelector('#translation-heatmap');
+        const canvas = map.querySelector('canvas');
         const veils = [...map.querySelectorAll('.veil:not([hidden])')]
           .map((v) => v.getBoundingClientRect());
         const box = canvas.getBoundingClientRect();
@@ -1208,7 +1213,8 @@ def test_the_largest_heat_map_an_answer_may_hold_is_quick_to_hover(page):
         const w = Array.from({length: rows},
           (_, i) => Array.from({length: cols}, (_, j) => ((i * 7 + j * 13) % 100) / 100 / cols));
         $('translation-result').hidden = false; $('translation-pieces-view').hidden = false;
-        heatmap($('translation-heatmap'), w.map((_, i) => '\u2581p' + i), w[0].map((_, j) => 's' + j), w);
+        const targets = w.map((_, i) => '\u2581p' + i), sources = w[0].map((_, j) => 's' + j);
+        heatmap($('translation-heatmap'), targets, sources, w);
         }""",
         [371, 241],
     )
