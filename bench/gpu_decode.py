@@ -12,13 +12,13 @@ from typing import Any
 import lightning as L
 import torch
 from gpu_train import synchronize
+from precision import inference_precision
 
 import seqtasks
 from seqtasks.captioning.task import CaptioningTask
 from seqtasks.parsing.task import ParsingTask
 from seqtasks.parsing.trees import NONE_TAG
 from seqtasks.tasks.base import EncoderDecoderTask
-from seqtasks.training.precision import inference_precision
 from seqtasks.translation.task import TranslationTask
 
 TASKS: dict[type, str] = {

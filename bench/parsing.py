@@ -26,12 +26,12 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
+from precision import PRECISIONS, inference_precision  # noqa: E402
 
 import seqtasks  # noqa: E402
 from seqtasks.io.checkpoint_files import CheckpointError  # noqa: E402
 from seqtasks.parsing.parseval import score_corpus  # noqa: E402
 from seqtasks.parsing.trees import NONE_TAG, TreebankError, read_treebank  # noqa: E402
-from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -33,9 +33,9 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
+from precision import PRECISIONS, inference_precision  # noqa: E402
 
 from seqtasks.search import search  # noqa: E402
-from seqtasks.training.precision import PRECISIONS, inference_precision  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is not a package
 from translation_setup import (  # noqa: E402

@@ -33,7 +33,8 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
     The settings below are every task's (by keyword, in YAML as the task's own `init_args`);
     a task declares again only those whose default differs. What must hold in every fit (the
     loss watch, stopping, schedules, clipping): `TrainingHooks`; what its checkpoints hold and
-    must fit: `CheckpointHooks`.
+    must fit: `CheckpointHooks`. The two share no state and each calls on to the next class's
+    hook, so neither depends on the other or on their order.
 
     Args:
         label_smoothing, attention_penalty, entropy_weight, reward_scale: the `Objective`.

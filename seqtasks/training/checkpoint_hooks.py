@@ -12,7 +12,6 @@ from typing import Any
 
 from seqtasks.training.checkpoints import refuse_non_finite
 from seqtasks.training.compatibility import check_resumable, check_weights, training_layout
-from seqtasks.training.finite import LossWatch
 from seqtasks.training.resume import (
     restore_process_state,
     save_process_states,
@@ -22,11 +21,11 @@ from seqtasks.training.resumed_settings import ConfigSettings, changed
 
 
 class CheckpointHooks:
-    """The checkpoint hooks of `EncoderDecoderTask` (a LightningModule with an `objective` and a
-    `loss_watch`), which lists this class, after `TrainingHooks`, before LightningModule."""
+    """The checkpoint hooks of `EncoderDecoderTask` (a LightningModule with an `objective`),
+    which lists this class before LightningModule; each hook calls on to the next class's, so
+    that `TrainingHooks` may stand before or after it."""
 
     objective: Any  # the task's Objective (`seqtasks.tasks.objective`)
-    loss_watch: LossWatch
     _resume_state: dict[str, Any] | None = None  # this process's, from the checkpoint
     _training_layout: dict[str, Any] | None = None  # the checkpoint's (`training_layout`)
     _changed: tuple[bool, bool, bool] | None = None  # optimiser, rate, scheduler (`changed`)
@@ -35,11 +34,12 @@ class CheckpointHooks:
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse to write non-finite weights; keep, per process, the REINFORCE baseline and
         the random generators (dropout, sampled attention), which Lightning does not save."""
-        self.loss_watch.check()
+        super().on_save_checkpoint(checkpoint)
         refuse_non_finite(checkpoint["state_dict"], self.global_step)
         save_process_states(checkpoint, self.objective.baseline)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
         self._resume_state = saved_process_state(checkpoint, self.global_rank)
         self._training_layout = training_layout(checkpoint)
         self._changed = changed(checkpoint.get("hyper_parameters") or {}, self.hparams)
@@ -54,6 +54,7 @@ class CheckpointHooks:
 
     def on_fit_start(self) -> None:
         # The optimisers exist, and Lightning has yet to restore their state into them.
+        super().on_fit_start()
         layout, self._training_layout = self._training_layout, None
         if layout is not None and self.trainer.ckpt_path:
             schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
@@ -63,6 +64,7 @@ class CheckpointHooks:
 
     def on_train_start(self) -> None:
         # Set late, once the data loaders and the sanity check have drawn what they draw.
+        super().on_train_start()
         state, self._resume_state = self._resume_state, None
         if state is not None and self.trainer.ckpt_path:
             self.objective.baseline = restore_process_state(state, self.device)

@@ -22,8 +22,9 @@ from seqtasks.training.schedules import optimizer_config, step_plateaus
 
 class TrainingHooks:
     """The training hooks of `EncoderDecoderTask` (a LightningModule with `optimizer`,
-    `lr_scheduler` and `monitor` settings), which lists this class first, before
-    `CheckpointHooks` and LightningModule. The task calls `watch_loss` from its
+    `lr_scheduler` and `monitor` settings), which lists this class before LightningModule; its
+    hooks call on to the next class's, so that `CheckpointHooks` may stand before or after it,
+    and it owns its loss watch (no other class reads it). The task calls `watch_loss` from its
     `training_step`, and `super().on_validation_epoch_end()` once it has logged the split's
     scores."""
 
@@ -49,9 +50,16 @@ class TrainingHooks:
 
     def on_validation_start(self) -> None:
         self.loss_watch.check()
+        super().on_validation_start()
 
     def on_train_end(self) -> None:
         self.loss_watch.check()
+        super().on_train_end()
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """No checkpoint after a non-finite loss."""
+        self.loss_watch.check()
+        super().on_save_checkpoint(checkpoint)
 
     # ---- when to stop -----------------------------------------------------------------------
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -59,6 +67,7 @@ class TrainingHooks:
         # to stop makes it validate first, so a short run still leaves a scored best checkpoint.
         if 0 < self.trainer.max_steps <= self.global_step:
             self.trainer.should_stop = True
+        super().on_train_batch_end(outputs, batch, batch_idx)
 
     # ---- the optimiser and its schedule -----------------------------------------------------
     def parameter_groups(self) -> Any:
@@ -74,6 +83,7 @@ class TrainingHooks:
         """Step the plateau schedulers on what this validation logged (`step_plateaus`)."""
         if self.trainer.state.fn == "fit" and not self.trainer.sanity_checking:
             step_plateaus(self.trainer, self.monitor)
+        super().on_validation_epoch_end()
 
     def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
         if not isinstance(scheduler, ReduceLROnPlateau):  # stepped by `step_plateaus`

@@ -9,13 +9,19 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.core.hooks import CheckpointHooks as LightningCheckpointHooks
+from lightning.pytorch.core.hooks import ModelHooks
 from torch.optim.lr_scheduler import ReduceLROnPlateau, StepLR
 
+from seqtasks.training.checkpoint_hooks import CheckpointHooks
 from seqtasks.training.hooks import TrainingHooks
+from seqtasks.training.resume import RESUME_KEY
 
 
-class LightningStandIn:
-    """What `TrainingHooks` defers to: LightningModule's scheduler step, recorded."""
+class LightningStandIn(ModelHooks, LightningCheckpointHooks):
+    """What `TrainingHooks` defers to: LightningModule's hooks (which do nothing), and its
+    scheduler step, recorded."""
 
     def __init__(self) -> None:
         self.stepped: list = []
@@ -81,3 +87,24 @@ def test_a_run_stops_at_max_steps_and_at_a_non_finite_loss_on_the_cpu():
     task.watch_loss(torch.tensor(1.0), 7)
     with pytest.raises(FloatingPointError, match="loss nan at step 3, batch 8"):
         task.watch_loss(torch.tensor(math.nan), 8)
+
+
+@pytest.mark.parametrize("first", [TrainingHooks, CheckpointHooks], ids=lambda c: c.__name__)
+def test_the_training_and_checkpoint_hooks_hold_in_either_order(first):
+    """The two share no state and each calls on to the next class's hook: in either order, a
+    checkpoint after a non-finite loss is refused (the loss watch's), and one after finite
+    losses keeps the process states (the checkpoint hooks')."""
+    second = CheckpointHooks if first is TrainingHooks else TrainingHooks
+
+    class Either(first, second, LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.objective = SimpleNamespace(baseline=None)
+
+    task = Either()
+    saved = {"state_dict": {"w": torch.ones(2)}}
+    task.on_save_checkpoint(saved)
+    assert RESUME_KEY in saved
+    task.loss_watch.observe(torch.tensor(math.inf), step=3, batch_idx=1)
+    with pytest.raises(FloatingPointError, match="step 3"):
+        task.on_save_checkpoint({"state_dict": {"w": torch.ones(2)}})

@@ -1,4 +1,4 @@
-"""Inference precision for the apps: full float32, or bfloat16 matrix products.
+"""Inference precision for the benchmarks: full float32, or bfloat16 matrix products.
 
 On CPUs with bfloat16 matrix units (Intel AMX, Arm SME/BF16) and on GPUs, running the linear
 layers, LSTMs and attention products in bfloat16 under `torch.autocast` is several times faster
