@@ -467,7 +467,7 @@ MUTANTS = [
     ),
     Mutant(
         "a source cut at the asked max_length even beyond the encoder's positions",
-        "Translator.source_limit",
+        "Model.source_limit",
         "return max_length if positions is None else min(max_length, positions - 1)",
         "return max_length",
         ("test_api.py::test_sources_and_outputs_stay_within_the_positions_a_transformer_has",),
@@ -575,9 +575,9 @@ MUTANTS = [
     ),
     Mutant(
         "serve: a model call short of results not retried one request at a time",
-        "BatchedEndpoint._serve",
-        "            if len(results) != len(inputs):",
-        "            if len(results) < 0:",
+        "BatchedEndpoint.predict",
+        "                if len(results) != len(inputs):",
+        "                if len(results) < 0:",
         ("test_serve_requests.py::test_no_request_fails_the_others_whatever_it_makes_fail",),
     ),
     Mutant(
@@ -1103,7 +1103,7 @@ MUTANTS = [
     ),
     Mutant(
         "the page's source pieces lighting their targets on hover only, not on keyboard focus",
-        "page.js",
+        "views.js",
         "      map.dataset.col = j;\n    };\n"
         '    button.addEventListener("mouseenter", show); button.addEventListener("focus", show);',
         '      map.dataset.col = j;\n    };\n    button.addEventListener("mouseenter", show);',
@@ -1118,7 +1118,7 @@ MUTANTS = [
     ),
     Mutant(
         "the page's word overlays showing the photo with no alt text",
-        "page.js",
+        "views.js",
         'frame.append(el("img", { src: url, alt: "" }));',
         'frame.append(el("img", { src: url }));',
         ("test_serve.py::test_the_page_captions_an_upload_with_one_overlay_per_word",),
@@ -1343,13 +1343,13 @@ MUTANTS = [
     Mutant(
         "the page drawing the parse from the bracket string, not the tree the server read",
         "page.js",
-        "readTree(answer.structures[0])",
-        "readTree(answer.trees[0])",
+        "readTree(result.tree)",
+        "readTree(result.text)",
         ("test_serve.py::test_the_page_draws_the_parse_as_a_tree",),
     ),
     Mutant(
         "the heat map's cells below a lit row left unveiled",
-        "page.js",
+        "views.js",
         "      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);\n",
         "",
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
@@ -1493,6 +1493,82 @@ MUTANTS = [
             "test_caption_apps.py::"
             "test_a_model_without_attention_is_scored_on_the_shapes_world_without_hits",
         ),
+    ),
+    Mutant(
+        "every endpoint's answer without the rest of its n-best list",
+        "result",
+        '"alternatives": [{"text": a.text, "score": float(a.score)} for a in found.alternatives],',
+        '"alternatives": [],',
+        ("test_serve.py::test_translate_answers_as_the_python_api_does",),
+    ),
+    Mutant(
+        "serve: a group's failed model call not made again for each request alone",
+        "BatchedEndpoint.predict",
+        "                    todo += [[p] for p in positions]",
+        "                    todo += []",
+        ("test_serve.py::test_a_request_that_makes_the_model_fail_fails_alone",),
+    ),
+    Mutant(
+        "the page never showing attention over source pieces (the heat map kept hidden)",
+        "page.js",
+        'find("pieces-view").hidden = !(attention && attention.columns);',
+        'find("pieces-view").hidden = true;',
+        ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
+    ),
+    Mutant(
+        "the page asking every endpoint for the attention, one that takes none too",
+        "page.js",
+        "...(attention ? { attention } : {})",
+        "attention: true",
+        ("test_serve.py::test_the_page_draws_the_parse_as_a_tree",),
+    ),
+    Mutant(
+        "the page keeping the inputs of every kind in a section (a text box in an image form)",
+        "page.js",
+        "if (n.dataset.reads !== form.reads) n.remove();",
+        'if (n.dataset.reads === "none") n.remove();',
+        ("test_serve.py::test_the_page_captions_an_upload_with_one_overlay_per_word",),
+    ),
+    Mutant(
+        "/models saying a request may ask for attention where the endpoint takes none",
+        "describe",
+        '"attention": served.attention and forms[task]["attention"],',
+        '"attention": served.attention,',
+        ("test_serve.py::test_the_server_serves_the_page_and_says_what_each_model_is",),
+    ),
+    Mutant(
+        "a search batch budgeted without the attention weights it keeps",
+        "Model.search_sources",
+        "limit + 1 if attention else None",
+        "None",
+        ("test_decode_budget.py::test_the_api_batches_by_the_device",),
+    ),
+    Mutant(
+        "the parser's row cap kept for a budget a GPU decides",
+        "Model.batch_tokens",
+        'if self.max_rows is None or (max_tokens == "auto" and self.device.type == "cuda"):',
+        "if self.max_rows is None:",
+        (
+            "test_decode_budget.py::"
+            "test_the_parser_lifts_its_cpu_row_cap_for_an_auto_budget_on_a_gpu",
+        ),
+    ),
+    Mutant(
+        "a checkpoint written after a non-finite loss when the checkpoint hooks come first",
+        "TrainingHooks.on_save_checkpoint",
+        "        self.loss_watch.check()\n        super().on_save_checkpoint(checkpoint)",
+        "        super().on_save_checkpoint(checkpoint)",
+        ("test_training_hooks.py::test_the_training_and_checkpoint_hooks_hold_in_either_order",),
+    ),
+    Mutant(
+        "a layer added on the way from POST /translate to the search loop",
+        "TranslateEndpoint.run",
+        "            model.search_sources(inputs, settings, attention=attention), settings.n_best",
+        "            (lambda *a, **k: model.search_sources(*a, **k))(\n"
+        "                inputs, settings, attention=attention\n"
+        "            ),\n"
+        "            settings.n_best,",
+        ("test_call_paths.py::test_post_translate_reaches_the_search_loop_in_six_calls",),
     ),
 ]
 

@@ -32,9 +32,10 @@ def run_batches(
 
     if workers is None:
         workers = torch.get_num_threads() if device == "cpu" else 1
-    if workers <= 1 or len(batches) <= 1:
-        for batch in batches:
-            run(batch)
+    if workers <= 1 or len(batches) <= 1:  # in this thread, under its autocast
+        with torch.no_grad():
+            for batch in batches:
+                work(batch)
         return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

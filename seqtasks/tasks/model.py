@@ -136,7 +136,6 @@ class Model:
         todo = [i for i, ids in enumerate(sources) if ids]
         task = self.task
 
-        @torch.no_grad()  # in each thread of `run_batches`: grad mode is a thread's own
         def search_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)  # (B, S)

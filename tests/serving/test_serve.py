@@ -926,6 +926,13 @@ def test_the_server_serves_the_page_and_says_what_each_model_is(server, checkpoi
     assert translation["example"] == recorded["data"]["example"] and translation["example"]
     assert models["parsing"]["example"] and models["captioning"]["example"] is None
     assert translation["attention"] and translation["limits"]["max_attention"] == 5000
+    assert models["parsing"]["attention"] is False  # its decoder has attention; /parse takes none
+    forms = {task: (m["form"]["path"], m["form"]["reads"]) for task, m in models.items()}
+    assert forms == {
+        "translation": ("/translate", "text"),
+        "parsing": ("/parse", "text"),
+        "captioning": ("/caption", "image"),
+    }
 
 
 @pytest.mark.slow
