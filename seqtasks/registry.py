@@ -33,7 +33,7 @@ class Command:
 
     name: str
     summary: str
-    module: str
+    module: str = ".command"
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,6 @@ class TaskEntry:
         name: what its checkpoints store as their task (`checkpoint["seqtasks"]["task"]`).
         task: its LightningModule; `model`: the class `seqtasks.load` returns for it.
         data: its DataModules (YAML may also name them by the 0.1 path `seqtasks.data.NAME`).
-        stored: the keys its checkpoints keep in `checkpoint["seqtasks"]` beside "task"
-            (`seqtasks.tasks.stored`), and what they are, in words (`stored_as`).
         command: its `seqtasks` subcommand for a trained model (translate, parse, …).
         evaluation: the module of `seqtasks evaluate NAME` (`add_arguments(parser)`,
             `evaluate(args) -> int`), None: none.
@@ -58,8 +56,6 @@ class TaskEntry:
     name: str
     task: str
     model: str
-    stored: tuple[str, ...]
-    stored_as: str
     data: tuple[str, ...] = ()
     command: Command | None = None
     evaluation: str | None = None

@@ -59,6 +59,7 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
     reads = "images"
     Scores = CaptionScores
     entry = TASK
+    stored_keys, stored_as = ("vocabulary", "image_size"), "vocabulary"
 
     def __init__(
         self,

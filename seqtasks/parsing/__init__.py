@@ -10,10 +10,8 @@ TASK = TaskEntry(
     "parsing",
     task=".task.ParsingTask",
     model=".parser.Parser",
-    stored=("vocabulary",),
-    stored_as="vocabularies",
     data=(".data.ParsingData",),
-    command=Command("parse", "parse text into Penn Treebank trees", ".command"),
+    command=Command("parse", "parse text into Penn Treebank trees"),
     evaluation=".evaluation",
     endpoint=".endpoint.ParseEndpoint",
     not_exported="its search must follow the bracket grammar (a `Constraint`), which "

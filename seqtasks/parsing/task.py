@@ -44,6 +44,7 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
 
     Scores = ParseScores
     entry = TASK
+    stored_keys, stored_as = ("vocabulary",), "vocabularies"
 
     def __init__(
         self,

@@ -60,7 +60,7 @@ class Model:
 
     def __init__(self, task: EncoderDecoderTask, checkpoints: Sequence[str | Path]):
         if task.stored() is None:
-            raise ValueError(f"the model has no {task.entry.stored_as}: load it from a checkpoint")
+            raise ValueError(f"the model has no {task.stored_as}: load it from a checkpoint")
         self.task = task.eval()
         self.checkpoints = list(checkpoints)
 

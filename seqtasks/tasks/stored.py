@@ -1,7 +1,7 @@
 """What a task keeps in its checkpoints beside the weights (tokenisers, vocabularies, the image
 size), so that `load_from_checkpoint(path)` gives a model that reads and writes text: written
-as `checkpoint["seqtasks"] = {"task": name, key: value, …}` with the keys its registry entry
-names (`seqtasks.registry`), and read back checked (`stored_entries`); and the model's identity
+as `checkpoint["seqtasks"] = {"task": name, key: value, …}` with the keys its class names
+(`stored_keys`), and read back checked (`stored_entries`); and the model's identity
 record beside it (`seqtasks.model_files.identity`: the version and format that wrote it, a
 fingerprint of each entry, the data and the fit's scores)."""
 
@@ -17,14 +17,18 @@ from seqtasks.registry import TaskEntry
 
 
 class StoredEntries:
-    """The checkpoint hooks of a task whose `entry` names what it stores; the task says what
-    the entries are now (`stored`: None before the data gives them) and takes them back
-    (`restore`). Listed before `EncoderDecoderTask`, whose hooks it calls on."""
+    """The checkpoint hooks of a task that stores entries beside its weights: their keys in
+    `checkpoint["seqtasks"]`, beside "task" (`stored_keys`), and what they are, in words
+    (`stored_as`); the task says what the entries are now (`stored`: None before the data
+    gives them) and takes them back (`restore`). Listed before `EncoderDecoderTask`, whose
+    hooks it calls on."""
 
     entry: ClassVar[TaskEntry]
+    stored_keys: ClassVar[tuple[str, ...]]
+    stored_as: ClassVar[str]
 
     def stored(self) -> dict[str, Any] | None:
-        """The entries to store, by the keys of `entry.stored`; None if not known yet."""
+        """The entries to store, by `stored_keys`; None if not known yet."""
         raise NotImplementedError
 
     def restore(self, entries: dict[str, Any]) -> None:
@@ -41,10 +45,10 @@ class StoredEntries:
         entries, entry = self.stored(), self.entry
         if entries is None:
             raise RuntimeError(
-                f"cannot save a {entry.name} checkpoint without its {entry.stored_as}"
+                f"cannot save a {entry.name} checkpoint without its {self.stored_as}"
             )
         super().on_save_checkpoint(checkpoint)
-        stored = {key: entries[key] for key in entry.stored}
+        stored = {key: entries[key] for key in self.stored_keys}
         checkpoint["seqtasks"] = {"task": entry.name, **stored}
         trainer = self._trainer
         identity = Identity(
@@ -61,7 +65,7 @@ class StoredEntries:
         """Take back what the checkpoint stores; a trainer restoring it into this model (built
         from a config) first checks it is this model, trained on the trainer's data
         (`check_identity`)."""
-        keys = self.entry.stored
+        keys = self.stored_keys
         entries = dict(zip(keys, stored_entries(checkpoint, self.entry.name, keys)))
         if self._trainer is not None:
             from seqtasks.training.compatibility import check_identity

@@ -10,14 +10,12 @@ TASK = TaskEntry(
     "translation",
     task=".task.TranslationTask",
     model=".translator.Translator",
-    stored=("src_tokenizer", "tgt_tokenizer"),
-    stored_as="tokenisers",
     data=(
         ".data.TranslationData",
         ".dates.DatesData",
         ".streaming.sharded_translation.ShardedTranslationData",
     ),
-    command=Command("translate", "translate text, one sentence a line", ".command"),
+    command=Command("translate", "translate text, one sentence a line"),
     evaluation=".evaluation",
     endpoint=".endpoint.TranslateEndpoint",
 )

@@ -36,6 +36,7 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
 
     Scores = TranslationScores
     entry = TASK
+    stored_keys, stored_as = ("src_tokenizer", "tgt_tokenizer"), "tokenisers"
 
     def __init__(
         self,
