@@ -5,8 +5,10 @@ nearest-neighbour baseline to compare with; or a file of captions, scored the sa
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -15,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from seqtasks.captioning.captions import CaptionedImage, load_images
+import seqtasks
+from seqtasks.captioning.captions import CaptionedImage, load_images, read_captions
 from seqtasks.captioning.judgements import judge, summarise
 from seqtasks.captioning.metrics import score_captions
+from seqtasks.cli.arguments import given
+from seqtasks.cli.reports import fail, write_outputs
 from seqtasks.data.words import words
+from seqtasks.io.checkpoint_files import CheckpointError
 
 if TYPE_CHECKING:
     from seqtasks.captioning.captioner import Caption, Captioner
@@ -190,3 +196,77 @@ def captioning_report(
         lines.append(f"nearest-neighbour baseline: BLEU-4 = {nn_scores.bleu4:.2f}")
         lines.append(f"nearest-neighbour baseline: CIDEr-D = {nn_scores.cider:.2f}")
     return report, lines
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    """Score the captions of every image of the split that can be read. An image that cannot
+    is named on stderr and left out: the scores then cover only the rest, which the report says
+    on its first line and in its JSON (`images_unreadable`), and the exit status is 1."""
+    search = given(beam=args.beam, stop=args.stop)
+    try:
+        sizes = given(val_images=args.val_images, test_images=args.test_images)
+        splits = read_captions(args.source, args.image_dir, **sizes)
+        if args.split not in splits:
+            raise ValueError(f"{args.source} has no split '{args.split}' (it has {sorted(splits)})")
+        if args.nearest_neighbour and "train" not in splits:
+            raise ValueError(f"{args.source} has no training split for the baseline")
+        split = splits[args.split]
+        if args.pred:
+            images, captions, unreadable = read_predicted_captions(args.pred, split, args.split)
+            for error in unreadable.values():
+                fail(error)
+        else:
+            model = seqtasks.load(args.checkpoint, args.device, task="captioning")
+            settings = model.search_settings(**search)
+    except (CheckpointError, OSError, ValueError) as error:
+        return fail(error)
+    if not args.pred:
+        # on the shapes world, the attention hit rate reads a model's attention, if it has any
+        hits = model.gives_attention and all(image.scene is not None for image in split)
+        images, captions, unreadable = caption_images(
+            model, split, args.batch_size, settings.beam, hits, fail, settings.stop
+        )
+    if not images:
+        return fail(f"none of the {len(split)} images of the split can be read")
+    baseline, unscored = None, 0
+    if args.nearest_neighbour:
+
+        def left_out(error: str) -> None:
+            print(f"warning: nearest-neighbour baseline: {error}; left out", file=sys.stderr)
+
+        try:
+            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size, left_out)
+        except ValueError as error:  # the model's captions and scores are still worth having
+            unscored = fail(f"nearest-neighbour baseline: {error}; the model's scores follow")
+    scores, lines = captioning_report(images, captions, args.meteor, baseline)
+    if args.pred:
+        report = {"pred_file": str(args.pred), "split": args.split}
+        heading = f"== {args.pred} on {args.source}, {args.split} split"
+    else:
+        report = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": settings.beam,
+                  "stop": settings.stop}  # fmt: skip
+        heading = f"== {args.checkpoint} on {args.source}, {args.split} split, beam {settings.beam}"
+    report |= scores | {"images_unreadable": [str(path) for path in unreadable]}
+    if unreadable:
+        warning = (
+            f"WARNING: scores over {len(images)} of the {len(split)} images of the split: "
+            f"{len(unreadable)} could not be read (named on stderr). Do not compare them with "
+            "scores over the whole split."
+        )
+        print(warning)
+        print(warning, file=sys.stderr)
+    print(heading)
+    print(f"images = {len(images)}" + (f" of {len(split)}" if unreadable else ""))
+    print("\n".join(lines))
+    if args.json:
+        print(json.dumps(report))
+    if args.output:
+        said = {image.path: caption.text for image, caption in zip(images, captions)}
+        records = [
+            {"image": str(i.path), "caption": said[i.path]}
+            if i.path in said
+            else {"image": str(i.path), "error": unreadable[i.path]}
+            for i in split
+        ]
+        write_outputs({args.output: "".join(json.dumps(r) + "\n" for r in records)})
+    return 1 if unreadable or unscored else 0

@@ -2,6 +2,10 @@
 task's field does. Each task with an evaluation declares it (`TaskEntry.evaluation`), a module
 that imports no torch at its top, so that `--help` answers at once:
 
+    RUN                   where the scoring is ("module.function", "." inside the task's
+                          package; the built-in ones: ".report.evaluate"), imported once the
+                          arguments are read: `function(args) -> int` prints the report (and
+                          --json's last line) and gives the exit status
     HELP                  the line `seqtasks evaluate --help` shows for the task
     SCORED                what it scores: --checkpoint, or a file of outputs (`Scored`)
     BUCKETS               (optional) the default bounds of its length buckets, and of what
@@ -13,7 +17,6 @@ that imports no torch at its top, so that `--help` answers at once:
                           what a run reads and writes, by option, so that an output that would
                           overwrite an input, or cannot be written, is refused before any model
                           is loaded (docs/bad_input.md)
-    evaluate(args) -> int print the report (and --json's last line); the exit status
 
     seqtasks evaluate translation --checkpoint best.ckpt --src test.de --ref test.en --beam 5
     seqtasks evaluate parsing --checkpoint best.ckpt --gold data/ptb/dev.mrg --beam 10
@@ -25,6 +28,7 @@ that imports no torch at its top, so that `--help` answers at once:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from seqtasks.cli.arguments import (
@@ -42,9 +46,10 @@ DEVICE = "cpu, cuda, cuda:1 … or auto (a GPU when one is visible)"
 JSON = "end with the report as one JSON object, on the last line"
 
 
-def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[..., int]]:
     """The arguments of `seqtasks evaluate TASK …`, checked (buckets increase, the task's own
-    rules, outputs safe to write), and the task's evaluation module."""
+    rules, outputs safe to write), and what scores them (the evaluation's `RUN`, imported
+    now)."""
     parser = CommandParser(
         prog="seqtasks evaluate",
         description="Score trained models the way their field does.",
@@ -77,12 +82,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
         task.error(f"argument --buckets: must increase, got {' '.join(map(str, buckets))}")
     module.check(args, task.error)
     check_outputs(task, module.outputs(args), module.inputs(args))
-    return args, module
+    return args, tasks()[args.task].imported(module.RUN)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Score as the task asks; 0, 1 for scores over part of a split, 2 for an input, checkpoint
     or setting that will not do."""
-    args, module = parse_args(argv)
+    args, run = parse_args(argv)
     require_stdout(None)  # the report
-    return module.evaluate(args)
+    return run(args)

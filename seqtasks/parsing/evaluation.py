@@ -17,17 +17,14 @@ object: recall, precision, f1, f1_le40, complete_match, preterminals, matched, g
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-import seqtasks
 from seqtasks.cli.arguments import (
     Scored,
-    given,
 )
-from seqtasks.cli.reports import fail, write_outputs
 
+RUN = ".report.evaluate"  # what scores, imported once the arguments are read
 HELP = "EVALB bracket scores (COLLINS.prm)"
 SCORED = Scored(
     "a parser to run on the gold words (a checkpoint, model folder or hf://ORG/NAME)",
@@ -55,54 +52,3 @@ def inputs(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
 
 def outputs(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
     return {"--output": args.output}
-
-
-def evaluate(args: argparse.Namespace) -> int:
-    from seqtasks.io.checkpoint_files import CheckpointError
-    from seqtasks.parsing.report import parsing_report
-    from seqtasks.parsing.trees import (
-        NONE_TAG,
-        TreebankError,
-        read_predicted,
-        read_treebank,
-        to_line,
-    )
-
-    search = given(beam=args.beam, stop=args.stop)
-    try:
-        golds = read_treebank(args.gold)
-        if not golds:
-            raise ValueError(f"--gold {args.gold} holds no trees: nothing to score against")
-        if args.pred:
-            preds = read_predicted(args.pred, len(golds), str(args.gold))
-        else:
-            model = seqtasks.load(args.checkpoint, args.device, task="parsing")
-            settings = model.search_settings(**search)
-    except (CheckpointError, FileNotFoundError, TreebankError, ValueError) as error:
-        return fail(error)
-    source: dict = {"gold_file": str(args.gold)}
-    malformed = None
-    if args.pred:
-        source["pred_file"] = str(args.pred)
-        source["not_parsed"] = sum(tree is None for tree in preds)
-        print(f"== {args.pred} against {args.gold}")
-        if source["not_parsed"]:
-            print(
-                f"{source['not_parsed']} sentences not parsed (empty lines): error sentences, "
-                "as EVALB counts a sentence it cannot score"
-            )
-    else:
-        words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
-        parses = model.parse(words, **search)
-        preds = [p.tree for p in parses]
-        malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
-        source |= {"checkpoint": str(args.checkpoint), "beam": settings.beam}
-        source["stop"] = settings.stop
-        print(f"== {args.checkpoint} on {args.gold} (beam {settings.beam}, {settings.stop} stop)")
-    report, lines = parsing_report(golds, preds, args.buckets, malformed)
-    print("\n".join(lines))
-    if args.json:
-        print(json.dumps(source | report))
-    if args.output:
-        write_outputs({args.output: "".join(to_line(t) + "\n" for t in preds)})
-    return 0

@@ -15,20 +15,16 @@ ensemble (their log-probabilities averaged at every step; `seqtasks.load`).
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-import seqtasks
 from seqtasks.cli.arguments import (
     Scored,
     add_max_tokens_option,
-    given,
     text_file,
 )
-from seqtasks.cli.reports import fail, write_outputs
-from seqtasks.data.text import read_parallel
 
+RUN = ".report.evaluate"  # what scores, imported once the arguments are read
 HELP = "sacreBLEU, chrF, BLEU by length"
 SCORED = Scored(
     "checkpoints, model folders or hf://ORG/NAME models to translate --src with, each scored "
@@ -72,11 +68,6 @@ def check(args: argparse.Namespace, error: Callable[[str], None]) -> None:
         )
 
 
-def group_name(group: list[Path]) -> Path:
-    """What the report names a model: its checkpoint, or the members joined by " + "."""
-    return Path(" + ".join(map(str, group)))
-
-
 def inputs(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
     return {
         "--checkpoint": args.checkpoint,
@@ -87,77 +78,8 @@ def inputs(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
 
 
 def outputs(args: argparse.Namespace) -> dict[str, list[Path] | Path | None]:
-    from seqtasks.translation.report import output_paths  # sacrebleu: after parsing
+    from seqtasks.translation.report import group_name, output_paths  # sacrebleu: after parsing
 
     names = [group_name(group) for group in args.groups]
     written = output_paths(args.output, names) if args.output else None
     return {"--output": written, "--length-plot": args.length_plot}
-
-
-def evaluate(args: argparse.Namespace) -> int:
-    from seqtasks.io.checkpoint_files import CheckpointError
-    from seqtasks.translation.bleu import BleuBucket
-    from seqtasks.translation.report import output_paths, translation_lines, translation_report
-
-    if args.hyp:
-        return score_translations(args)
-    search = given(beam=args.beam, stop=args.stop)
-    try:
-        sources, references = read_parallel(args.src, args.ref)
-        models = [
-            (group_name(group), seqtasks.load(group, args.device, "translation"))
-            for group in args.groups
-        ]
-        settings = [model.search_settings(**search) for _, model in models]
-    except (CheckpointError, FileNotFoundError, ValueError) as error:
-        return fail(error)
-    unique = len({path.stem for path, _ in models}) == len(models)
-    outputs = output_paths(args.output, [path for path, _ in models]) if args.output else []
-    reports, curves, written = [], {}, {}
-    for number, ((path, model), setting) in enumerate(zip(models, settings)):
-        results = model.translate(sources, max_tokens=args.max_tokens, **search)
-        hypotheses = [best.text for best in results]
-        report = translation_report(
-            path, hypotheses, sources, references, setting.beam, args.buckets
-        )
-        report["stop"] = setting.stop
-        if outputs:
-            written[outputs[number]] = "".join(h + "\n" for h in hypotheses)
-            report["output"] = str(outputs[number])
-        print("\n".join(translation_lines(report)))
-        reports.append(report)
-        name = path.stem if unique else str(path)
-        curves[name] = [(BleuBucket(**b).label, b["bleu"]) for b in report["by_length"]]
-    if args.length_plot:
-        from seqtasks.io.plots import plot_bleu_by_length
-
-        print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
-    if args.json:
-        print(json.dumps(reports[0] | {"models": reports}))
-    write_outputs(written)
-    return 0
-
-
-def score_translations(args: argparse.Namespace) -> int:
-    """`evaluate translation --hyp FILE`: the report of a file of translations, as for a
-    checkpoint's (without a beam)."""
-    from seqtasks.data.text import read_lines
-    from seqtasks.translation.report import translation_lines, translation_report
-
-    try:
-        sources, references = read_parallel(args.src, args.ref)
-        hypotheses = read_lines(args.hyp)
-        if len(hypotheses) != len(sources):
-            raise ValueError(
-                f"{args.hyp} has {len(hypotheses)} lines but {args.src} has {len(sources)}: "
-                "give the translations of --src, a line each"
-            )
-    except (FileNotFoundError, ValueError) as error:
-        return fail(error)
-    report = translation_report(args.hyp, hypotheses, sources, references, None, args.buckets)
-    report = {"hyp_file": report.pop("checkpoint"), **report}
-    del report["beam"]
-    print("\n".join(translation_lines(report)))
-    if args.json:
-        print(json.dumps(report))
-    return 0

@@ -3,11 +3,18 @@ signature, chrF, the lower-cased BLEU some papers quote, and BLEU by source leng
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import seqtasks
+from seqtasks.cli.arguments import given
+from seqtasks.cli.reports import fail, write_outputs
+from seqtasks.data.text import read_lines, read_parallel
+from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.translation.bleu import BleuBucket, bleu_by_source_length, score_corpus
 
 
@@ -67,3 +74,71 @@ def translation_lines(report: dict[str, Any]) -> list[str]:
     for bucket in (BleuBucket(**fields) for fields in report["by_length"]):
         lines.append(f"{bucket.label:>12}   {bucket.sentences:>9}   {bucket.bleu:5.2f}")
     return lines
+
+
+def group_name(group: list[Path]) -> Path:
+    """What the report names a model: its checkpoint, or the members joined by " + "."""
+    return Path(" + ".join(map(str, group)))
+
+
+def evaluate(args: argparse.Namespace) -> int:
+
+    if args.hyp:
+        return score_translations(args)
+    search = given(beam=args.beam, stop=args.stop)
+    try:
+        sources, references = read_parallel(args.src, args.ref)
+        models = [
+            (group_name(group), seqtasks.load(group, args.device, "translation"))
+            for group in args.groups
+        ]
+        settings = [model.search_settings(**search) for _, model in models]
+    except (CheckpointError, FileNotFoundError, ValueError) as error:
+        return fail(error)
+    unique = len({path.stem for path, _ in models}) == len(models)
+    outputs = output_paths(args.output, [path for path, _ in models]) if args.output else []
+    reports, curves, written = [], {}, {}
+    for number, ((path, model), setting) in enumerate(zip(models, settings)):
+        results = model.translate(sources, max_tokens=args.max_tokens, **search)
+        hypotheses = [best.text for best in results]
+        report = translation_report(
+            path, hypotheses, sources, references, setting.beam, args.buckets
+        )
+        report["stop"] = setting.stop
+        if outputs:
+            written[outputs[number]] = "".join(h + "\n" for h in hypotheses)
+            report["output"] = str(outputs[number])
+        print("\n".join(translation_lines(report)))
+        reports.append(report)
+        name = path.stem if unique else str(path)
+        curves[name] = [(BleuBucket(**b).label, b["bleu"]) for b in report["by_length"]]
+    if args.length_plot:
+        from seqtasks.io.plots import plot_bleu_by_length
+
+        print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
+    if args.json:
+        print(json.dumps(reports[0] | {"models": reports}))
+    write_outputs(written)
+    return 0
+
+
+def score_translations(args: argparse.Namespace) -> int:
+    """`evaluate translation --hyp FILE`: the report of a file of translations, as for a
+    checkpoint's (without a beam)."""
+    try:
+        sources, references = read_parallel(args.src, args.ref)
+        hypotheses = read_lines(args.hyp)
+        if len(hypotheses) != len(sources):
+            raise ValueError(
+                f"{args.hyp} has {len(hypotheses)} lines but {args.src} has {len(sources)}: "
+                "give the translations of --src, a line each"
+            )
+    except (FileNotFoundError, ValueError) as error:
+        return fail(error)
+    report = translation_report(args.hyp, hypotheses, sources, references, None, args.buckets)
+    report = {"hyp_file": report.pop("checkpoint"), **report}
+    del report["beam"]
+    print("\n".join(translation_lines(report)))
+    if args.json:
+        print(json.dumps(report))
+    return 0

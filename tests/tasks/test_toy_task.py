@@ -107,6 +107,7 @@ from pathlib import Path
 
 from seqtasks.cli.arguments import Scored
 
+RUN = ".evaluation.evaluate"  # a small task may score in the module that declares it
 HELP = "exact match"
 SCORED = Scored("a reversal model", "--said", Path, "reversed strings to score, a line each")
 OUTPUT = "write the reversed strings here"
