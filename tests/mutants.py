@@ -9,7 +9,7 @@ tests may move between files and folders. A Python site is the dotted name of th
 function or class holding the text (`length_penalty`, `TransformerDecoder.reorder`), or, at
 module level, of the assignment holding it (`STAGE_SPLITS`); it is looked up with `ast` in every
 `.py` file under seqtasks/, bench/, apps/ and data_prep/, and exactly one definition of that
-name must hold the text, exactly once. Any other file's site is its name (`page.js`), or the end
+name must hold the text, exactly once. Any other file's site is its name (`sections.js`), or the end
 of its path where the name is not unique, found anywhere in the tree. A named test
 (`test_search.py::test_x[param]`) is the function `test_x` in any `test_*.py` under tests/, the
 file named so first where several define it. A site or test not found, or not uniquely, makes
@@ -47,7 +47,7 @@ NOT_SEARCHED = {"__pycache__", "node_modules"}  # and hidden folders (.git, .ven
 @dataclass(frozen=True)
 class Mutant:
     what: str
-    site: str  # `Class.method`, `function`, `MODULE_CONSTANT`, or a file's name: `page.js`
+    site: str  # `Class.method`, `function`, `MODULE_CONSTANT`, or a file's name: `sections.js`
     old: str
     new: str
     tests: tuple[str, ...]
@@ -1111,7 +1111,7 @@ MUTANTS = [
     ),
     Mutant(
         "the page's drop area dropping the file it is given",
-        "page.js",
+        "sections.js",
         "choose(e.dataTransfer.files[0]);",
         "choose(null);",
         ("test_serve.py::test_the_page_captions_an_image_dropped_on_it",),
@@ -1125,14 +1125,14 @@ MUTANTS = [
     ),
     Mutant(
         "the page's drop area not opening the file chooser on Enter",
-        "page.js",
+        "sections.js",
         'if (e.key === "Enter" || e.key === " ")',
         'if (e.key === " ")',
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
     ),
     Mutant(
         "the page's requests sent without the API key typed into it",
-        "page.js",
+        "sections.js",
         '  return key ? { ...init, headers: { ...init.headers, "X-API-Key": key } } : init;',
         "  return init;",
         ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
@@ -1335,14 +1335,14 @@ MUTANTS = [
     ),
     Mutant(
         "the page sending a beam and n-best of its own (0 for an empty field)",
-        "page.js",
+        "sections.js",
         '    if (value !== "") chosen[name] = Number(value);',
         "    chosen[name] = Number(value);",
         ("test_serve.py::test_the_page_translates_and_draws_the_attention",),
     ),
     Mutant(
         "the page drawing the parse from the bracket string, not the tree the server read",
-        "page.js",
+        "sections.js",
         "readTree(result.tree)",
         "readTree(result.text)",
         ("test_serve.py::test_the_page_draws_the_parse_as_a_tree",),
@@ -1510,21 +1510,21 @@ MUTANTS = [
     ),
     Mutant(
         "the page never showing attention over source pieces (the heat map kept hidden)",
-        "page.js",
+        "sections.js",
         'find("pieces-view").hidden = !(attention && attention.columns);',
         'find("pieces-view").hidden = true;',
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
     ),
     Mutant(
         "the page asking every endpoint for the attention, one that takes none too",
-        "page.js",
+        "sections.js",
         "...(attention ? { attention } : {})",
         "attention: true",
         ("test_serve.py::test_the_page_draws_the_parse_as_a_tree",),
     ),
     Mutant(
         "the page keeping the inputs of every kind in a section (a text box in an image form)",
-        "page.js",
+        "sections.js",
         "if (n.dataset.reads !== form.reads) n.remove();",
         'if (n.dataset.reads === "none") n.remove();',
         ("test_serve.py::test_the_page_captions_an_upload_with_one_overlay_per_word",),

@@ -21,16 +21,10 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from seqtasks.cli.arguments import (
-    Scored,
-    non_negative_int,
-    positive_int,
-)
+from seqtasks.cli.arguments import Scored, non_negative_int, positive_int
 
 RUN = ".report.evaluate"  # what scores, imported once the arguments are read
 HELP = "BLEU-1…4, CIDEr-D, METEOR; shapes scores"
-
-
 SCORED = Scored(
     "a checkpoint, model folder or hf://ORG/NAME to caption the split's images with",
     "--pred",

@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     from seqtasks.devices import check_device
     from seqtasks.io.checkpoint_files import CheckpointError
     from seqtasks.serving.access import ServerKeyError, server_key
-    from seqtasks.serving.server import build_server, group_by_task, run
+    from seqtasks.serving.served import group_by_task
+    from seqtasks.serving.server import build_server, run
     from seqtasks.serving.workers import WorkerSetupError
 
     try:

@@ -20,9 +20,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from seqtasks.cli.arguments import (
-    Scored,
-)
+from seqtasks.cli.arguments import Scored
 
 RUN = ".report.evaluate"  # what scores, imported once the arguments are read
 HELP = "EVALB bracket scores (COLLINS.prm)"

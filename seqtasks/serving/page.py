@@ -24,10 +24,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 if TYPE_CHECKING:
     from seqtasks.serving.endpoint import Limits
-    from seqtasks.serving.server import Served
+    from seqtasks.serving.served import Served
 
 STATIC = files("seqtasks.serving") / "static"
-SCRIPTS = ("views.js", "page.js")  # one script: what answers are drawn as, then the page
+SCRIPTS = ("views.js", "sections.js")  # one script: how answers are drawn, then the sections
 # The page's icon, also at /favicon.ico: a browser asks for one on every load.
 ICON = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" '

@@ -18,11 +18,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from seqtasks.cli.arguments import (
-    Scored,
-    add_max_tokens_option,
-    text_file,
-)
+from seqtasks.cli.arguments import Scored, add_max_tokens_option, text_file
 
 RUN = ".report.evaluate"  # what scores, imported once the arguments are read
 HELP = "sacreBLEU, chrF, BLEU by length"

@@ -35,9 +35,9 @@ def test_a_site_and_a_test_are_found_after_their_files_move(tmp_path):
     """A function (here the length penalty), a file (the page) and a test file, each copied
     from this tree into a small one, then moved to another folder and name."""
     penalty = next(mutant for mutant in MUTANTS if mutant.site == "length_penalty")
-    page = next(mutant for mutant in MUTANTS if mutant.site == "page.js")
+    page = next(mutant for mutant in MUTANTS if mutant.site == "sections.js")
     test = "test_search.py::test_wide_beam_finds_the_best_normalised_output_by_enumeration[0.8]"
-    moves = {penalty: "seqtasks/decoding/beam_search.py", page: "seqtasks/web/page.js"}
+    moves = {penalty: "seqtasks/decoding/beam_search.py", page: "seqtasks/web/sections.js"}
     for mutant, moved in moves.items():
         source, start, end = locate(REPO, mutant)
         relative = source.relative_to(REPO).as_posix()

@@ -18,7 +18,7 @@ from test_model_folders import SENTENCES, exported, family_checkpoints, outputs,
 
 import seqtasks
 from seqtasks.io.checkpoint_files import CheckpointError
-from seqtasks.serving.server import group_by_task
+from seqtasks.serving.served import group_by_task
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 "use strict";
-// What the page of `seqtasks serve` draws of an answer (page.js sends the requests): attention
+// What the page of `seqtasks serve` draws of an answer (sections.js sends the requests): attention
 // over source pieces as a heat map, attention over an image grid laid over the photo, a tree.
 // Everything here talks to this server only (same origin).
 const $ = (id) => document.getElementById(id);
