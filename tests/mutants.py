@@ -1570,6 +1570,13 @@ MUTANTS = [
         "            settings.n_best,",
         ("test_call_paths.py::test_post_translate_reaches_the_search_loop_in_six_calls",),
     ),
+    Mutant(
+        "a translation checkpoint keeping its source tokeniser only",
+        "TranslationTask",
+        'stored_keys, stored_as = ("src_tokenizer", "tgt_tokenizer"), "tokenisers"',
+        'stored_keys, stored_as = ("src_tokenizer",), "tokenisers"',
+        ("test_api.py::test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives",),
+    ),
 ]
 
 
