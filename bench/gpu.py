@@ -5,7 +5,7 @@ the device's own matrix-product rate, measured in the same run.
         [--max-tokens N] [--steps 30] [--warmup 5] [--split-steps N] [--flop-batches 2]
         [--device auto|cpu|cuda] [--precision bf16-mixed|32-true] [--checkpoint CK ...]
         [--beams 1 5] [--sentences 1000] [--decode-tokens N] [--decode-precision 32|bf16]
-        [--threads N] [--json] [-- OVERRIDES FOR EVERY CONFIG]
+        [--threads N] [--profile DIR [--profile-steps 3]] [--json] [-- OVERRIDES FOR EVERY CONFIG]
 
 Per config, model and DataModule are built as `seqtasks fit --config` builds them (SeqtasksCLI,
 not run; the task is translation, parsing or captioning by its class), and on its real training
@@ -27,6 +27,10 @@ loader (pinned on a GPU, as the Trainer has it):
      API's default size unless --decode-tokens (source tokens; images for captioning):
      inputs/s and output tokens/s. With no --checkpoint, the just-trained model is saved and
      loaded: an untrained model, whose outputs run longer than a trained one's.
+  5. with --profile DIR: where the time goes (bench/gpu_profile.py): --profile-steps training
+     steps after the timed loop, and one pass of the widest beam over the first 256 inputs,
+     each a table and a trace in DIR and a summary in the JSON (time by kind of work, the top
+     operators, and on a GPU the share of the wall time the device was busy).
 The first --config is the baseline; each next one (optionally with overrides of its own in the
 same quoted argument) is measured after it in this process and compared to it in a table of
 ratios. What a CPU cannot measure is printed as "not measured on cpu: <why>" and is null in
@@ -55,8 +59,10 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_decode import UNITS, decoding, task_name  # noqa: E402
+from gpu_profile import print_summary, profiled  # noqa: E402
 from gpu_train import Step, count_flops, matmul_rate, synchronize, training  # noqa: E402
 from translation_setup import resolve  # noqa: E402
+from translation_train import cycle_loader  # noqa: E402
 
 from seqtasks.devices import check_device  # noqa: E402
 
@@ -88,14 +94,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="default: bf16 when training in bf16-mixed, else 32")  # fmt: skip
     p.add_argument("--matmul-size", type=int, default=None, help="default: 8192 GPU, 1024 CPU")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="write where the time goes here (bench/gpu_profile.py): training steps "
+                   "and one decoding pass of the widest beam, per config")  # fmt: skip
+    p.add_argument("--profile-steps", type=int, default=3, help="training steps profiled")
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     argv = sys.argv[1:] if argv is None else list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:split])
     args.overrides = argv[split + 1 :]
     args.split_steps = args.steps if args.split_steps is None else args.split_steps
-    if min(args.steps, args.flop_batches, args.sentences) < 1 or args.warmup < 0:
-        p.error("need --steps, --flop-batches, --sentences >= 1 and --warmup >= 0")
+    if (
+        min(args.steps, args.flop_batches, args.sentences, args.profile_steps) < 1
+        or args.warmup < 0
+    ):
+        p.error("need --steps, --flop-batches, --sentences, --profile-steps >= 1, --warmup >= 0")
     if len(args.checkpoint) not in (0, 1, len(args.config)):
         p.error("give --checkpoint once, or once per --config")
     args.checkpoint = [resolve(c) for c in args.checkpoint] or [None]
@@ -174,12 +187,22 @@ def measure_config(
     figures = training(step, datamodule.train_dataloader(), args.steps, args.warmup,
                        args.split_steps, flops, rates[dtype], unit)  # fmt: skip
     memory = {"train": peak_memory(device), "decode": None}
+    profiles: dict[str, Any] = {}
+    stem = f"{number}_{Path(config).stem}"
+    if args.profile:  # after the timed loop: the profiler's overhead stays out of its figures
+        batches = cycle_loader(datamodule.train_dataloader())
+        profiles["train"] = profiled(lambda: step(batches), device, args.profile,
+                                     f"{stem}_train", args.profile_steps, warmup=1)  # fmt: skip
+        print_summary(profiles["train"])
     decode_precision = args.decode_precision or ("bf16" if precision == "bf16-mixed" else "32")
     decode = None
     if args.beams:
+        profile = (args.profile, stem) if args.profile else None
         decode = decoding(task, datamodule, args.checkpoint[number], args.sentences, args.beams,
-                          args.decode_tokens, decode_precision, device)  # fmt: skip
+                          args.decode_tokens, decode_precision, device, profile)  # fmt: skip
         memory["decode"] = peak_memory(device)
+        if (decoded := decode.pop("profile")) is not None:
+            profiles["decode"] = decoded
     not_measured = {}
     if device.type == "cuda":
         log(f"  peak device memory: training {memory['train']:.2f} GB" + (
@@ -198,7 +221,7 @@ def measure_config(
             "optimizer": type(step.optimizer).__name__, "clip": clip, **figures,
             "peak_memory_gb": memory if device.type == "cuda" else None, "decode": decode,
             "decode_precision": decode_precision if decode else None,
-            "not_measured": not_measured}  # fmt: skip
+            "profile": profiles or None, "not_measured": not_measured}  # fmt: skip
 
 
 def rows(run: dict) -> dict[str, float | None]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from gpu_profile import print_summary, profiled
 from gpu_train import synchronize
 from precision import inference_precision
 
@@ -27,6 +28,7 @@ TASKS: dict[type, str] = {
     CaptioningTask: "captioning",
 }
 UNITS = {"translation": "sentences", "parsing": "sentences", "captioning": "images"}
+PROFILED = 256  # inputs of the profiled decoding pass: a trace of a few batches
 
 
 def task_name(task: EncoderDecoderTask) -> str:
@@ -92,10 +94,13 @@ def measure(
     budget: int | None,
     precision: str,
     device: torch.device,
+    profile: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     """Per beam size, inputs/s and output tokens/s (EOS not counted) of decoding all `inputs`
     with the model of `checkpoint` on `device` in `precision` ("32" or "bf16"), after an
-    untimed warm-up on the first 16. Captioning reads its images before the clock starts."""
+    untimed warm-up on the first 16. Captioning reads its images before the clock starts.
+    `profile` (a folder, a name): then one more pass of the widest beam over the first
+    PROFILED inputs, profiled (`gpu_profile.profiled`), its summary under "profile"."""
     model = seqtasks.load(str(checkpoint), device=str(device))
     if name == "captioning":
         inputs = model.read(inputs)
@@ -114,6 +119,12 @@ def measure(
                 "output_tokens": tokens,
                 "tokens_per_s": tokens / seconds,
             }
+        if profile is not None:
+            folder, stem = profile
+            widest, some = max(beams), inputs[:PROFILED]
+            results["profile"] = profiled(lambda: run(model, name, some, widest, budget), device,
+                                          folder, f"{stem}_beam{widest}")  # fmt: skip
+            print_summary(results["profile"])
     return results
 
 
@@ -126,6 +137,7 @@ def decoding(
     budget: int | None,
     precision: str,
     device: torch.device,
+    profile: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
     """`measure` on the first `n` test inputs with the model of `checkpoint`, or, without one,
     with `task` as it is (saved and loaded again: an untrained model); printed and returned.
@@ -136,7 +148,8 @@ def decoding(
         path = checkpoint or save_checkpoint(task, datamodule, Path(folder) / "model.ckpt")
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        runs = measure(Path(path), name, inputs, beams, budget, precision, device)
+        runs = measure(Path(path), name, inputs, beams, budget, precision, device, profile)
+    profiled_pass = runs.pop("profile", None)
     what = f"checkpoint {checkpoint}" if checkpoint else (
         "NOT TRAINED: the model after the steps above (outputs run longer than a trained "
         "model's; pass --checkpoint for the honest figure)")  # fmt: skip
@@ -150,4 +163,5 @@ def decoding(
             flush=True,
         )
     return {"checkpoint": checkpoint, "trained": checkpoint is not None, "split": split,
-            "inputs": len(inputs), "budget": budget, "beams": runs}  # fmt: skip
+            "inputs": len(inputs), "budget": budget, "beams": runs,
+            "profile": profiled_pass}  # fmt: skip

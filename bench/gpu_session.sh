@@ -12,6 +12,9 @@
 # bench/gpu.py on transformer.yaml (today's, the baseline) and the recipe, decoding with the
 # trained checkpoint. `models`: bench/gpu.py on the Transformer-base sizes (25,000-token batches),
 # parsing and captioning, each baseline config first and its *_gpu.yaml after it.
+# Both parts also profile (bench/gpu_profile.py, under $OUT/profile: a table and a trace each):
+# `translation` the small Transformer's training step and the trained recipe's beam 5, `models`
+# the Transformer-base training step; the table at the end says where their time went.
 # Every log and JSON goes under $OUT as it is written (default: /tmp/gpu_session); each step
 # runs under `timeout`; a short table ends each part.
 # On a CPU, to check the script end to end in a few minutes:
@@ -34,7 +37,7 @@ if [ "${SMOKE:-0}" = 1 ]; then  # CPU, tiny runs: the script's plumbing, not its
 else
   COMMON=(--device cuda --precision bf16-mixed --steps 30 --warmup 10)
   SMALL=() BASE=(--max-tokens 25000 --steps 20 --warmup 5) BEAMS_MT=(--beams 1 5)
-  BUDGETS=(140 150 150 160)  # seconds: small Transformer, base sizes, parsing, captioning
+  BUDGETS=(170 180 150 160)  # seconds: small Transformer, base sizes, parsing, captioning
 fi
 BASE_SIZES=()
 for part in encoder decoder; do
@@ -115,7 +118,7 @@ if [ "$PART" = translation ]; then
   fi
   mapfile -t MT_CKPT < <(ckpt "$BEST")
   step translation "${BUDGETS[0]}" "${MT[@]}" --data "$DATA/multi30k" "${SMALL[@]}" \
-    "${BEAMS_MT[@]}" "${MT_CKPT[@]}"
+    "${BEAMS_MT[@]}" "${MT_CKPT[@]}" --profile "$OUT/profile"
   # DDP last: if the call runs out of time, the figures above are already in $OUT.
   if [ -n "$BEST" ]; then
     run validate_plain 45 "$PY" -m seqtasks validate "${RECIPE[@]}" --ckpt_path "$BEST" \
@@ -127,7 +130,7 @@ if [ "$PART" = translation ]; then
     --trainer.max_steps "$DDP_STEPS" --trainer.default_root_dir "$OUT/fit_ddp"
 elif [ "$PART" = models ]; then
   step transformer_base "${BUDGETS[1]}" "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
-    -- "${BASE_SIZES[@]}"
+    --profile "$OUT/profile" -- "${BASE_SIZES[@]}"
   step parsing "${BUDGETS[2]}" "${PARSE[@]}" --data "$DATA/ptb" "${SMALL[@]}" --beams 1 10 \
     "${PARSE_CKPT[@]}"
   # The shapes world is generated on first use (no download): a smaller one than the config's,
@@ -159,6 +162,15 @@ for path in sorted(Path(sys.argv[1]).glob("*.json"), key=lambda p: p.stat().st_m
         name = f"{path.stem} / {Path(run['config']).stem}"
         print(f"{name:48} {shown[0]:>12} {shown[1]:>9} {shown[2]:>8} {shown[3]:>6} "
               f"{shown[4]:>9} {shown[5]:>9}")
+print("\nwhere the time went (bench/gpu_profile.py; tables and traces in profile/):")
+for path in sorted(Path(sys.argv[1]).glob("*.json"), key=lambda p: p.stat().st_mtime):
+    for run in json.loads(path.read_text())["runs"]:
+        for found in (run.get("profile") or {}).values():
+            busy = found["device_busy_share"]
+            kinds = ", ".join(f"{k} {100 * v:.0f} %" for k, v in list(found["by_kind"].items())[:4])
+            print(f"  {found['name']}: {found['wall_s']:.3f} s"
+                  + ("" if busy is None else f", device busy {100 * busy:.0f} %")
+                  + f"; {found['where']}: {kinds}; top: {found['top'][0]['name'][:50]}")
 print("goals (bf16-mixed, one GPU): Multi30k Transformer >= 500,000 tok/s; base sizes >= 35 % "
       "of the matmul rate; beam 5 >= 5,000 sentences/s and greedy >= 15,000 (trained model); "
       "parsing and captioning >= 5x the baseline's tok/s")

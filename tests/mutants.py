@@ -1577,6 +1577,34 @@ MUTANTS = [
         'stored_keys, stored_as = ("src_tokenizer",), "tokenisers"',
         ("test_api.py::test_a_call_searches_with_the_checkpoints_settings_but_for_what_it_gives",),
     ),
+    Mutant(
+        "cached images scaled by 1/256 rather than 1/255",
+        "PixelCache.__getitem__",
+        "return as_pixels(torch.from_numpy(np.array(row)))",
+        "return as_pixels(torch.from_numpy(np.array(row))) * 255 / 256",
+        ("test_pixel_cache.py::test_cached_jpegs_give_the_pixels_decoding_gives",),
+    ),
+    Mutant(
+        "the image cache blind to an image that changed",
+        "PixelCache.__init__",
+        "files = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in self.paths]",
+        "files = [(p, os.stat(p).st_size) for p in self.paths]",
+        ("test_pixel_cache.py::test_the_cache_is_read_and_made_again_only_when_an_image_changes",),
+    ),
+    Mutant(
+        "a failed fill of the image cache leaving its temporary file",
+        "PixelCache.fill",
+        "            tmp.unlink(missing_ok=True)",
+        "            pass",
+        ("test_pixel_cache.py::test_a_fill_that_fails_leaves_no_file",),
+    ),
+    Mutant(
+        "the profile's device busy share counting overlapping kernels twice",
+        "busy_share",
+        "            end = max(end, e)",
+        "            busy, start, end = busy + end - start, s, e",
+        ("test_bench_gpu.py::test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once",),
+    ),
 ]
 
 

@@ -53,7 +53,23 @@ ImageSource = str | Path | bytes | Image.Image  # a file, an encoded file's byte
 
 
 def load_image(path: ImageSource, size: int, name: str | None = None) -> Tensor:
-    """(3, size, size) RGB in [0, 1]: the whole image resized to a square, aspect ignored.
+    """(3, size, size) RGB in [0, 1]: the whole image resized to a square, aspect ignored
+    (`decode_image`, then `as_pixels`).
+    `path` is a file, the bytes of an encoded image (an upload), or a PIL image.
+
+    Raises:
+        OSError: as `decode_image`.
+    """
+    return as_pixels(decode_image(path, size, name))
+
+
+def as_pixels(decoded: Tensor) -> Tensor:
+    """(3, S, S) RGB in [0, 1] of a (S, S, 3) uint8 image (`decode_image`'s)."""
+    return decoded.permute(2, 0, 1).float() / 255.0
+
+
+def decode_image(path: ImageSource, size: int, name: str | None = None) -> Tensor:
+    """(size, size, 3) uint8 RGB: the whole image resized to a square, aspect ignored.
     `path` is a file, the bytes of an encoded image (an upload), or a PIL image.
 
     Raises:
@@ -83,8 +99,7 @@ def load_image(path: ImageSource, size: int, name: str | None = None) -> Tensor:
         # Pillow names an in-memory file by its repr (<_io.BytesIO object at 0x…>): not useful.
         reason = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-f]+>", "", str(error))
         raise OSError(f"cannot read image {name}: {reason}") from None
-    pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8)
-    return pixels.view(size, size, 3).permute(2, 0, 1).float() / 255.0
+    return torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8).view(size, size, 3)
 
 
 def load_images(

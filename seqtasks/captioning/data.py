@@ -19,6 +19,7 @@ from seqtasks.captioning.captions import (
     read_captions,
 )
 from seqtasks.captioning.features import FeatureCache
+from seqtasks.captioning.pixels import PixelCache
 from seqtasks.captioning.shapes import LEVELS, Scene, write_world
 from seqtasks.data.batch import pin_for, pinned, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
@@ -53,7 +54,8 @@ class CaptionDataset(Dataset):
     `max_length` words (longer ones are skipped with a warning that counts them), for
     evaluation the first caption of each image (the scores use all of them).
 
-    Images are read from disk, or their backbone maps from `features` once it is set.
+    Images are read from disk (from `pixels`, decoded once, when it is set), or their
+    backbone maps from `features` once it is set.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class CaptionDataset(Dataset):
             report_skipped(source, len(self.pairs), "captions", reasons)
             self.pairs = short
         self.features: FeatureCache | None = None
+        self.pixels: PixelCache | None = None
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -87,8 +90,10 @@ class CaptionDataset(Dataset):
     def __getitem__(self, n: int) -> tuple[int, Tensor, list[int]]:
         i, j = self.pairs[n]
         path = self.images[i].path
-        cached = self.features is not None
-        pixels = self.features[path] if cached else load_image(path, self.image_size)
+        if self.features is not None:
+            return i, self.features[path], self.targets[i][j]
+        decoded = self.pixels is not None
+        pixels = self.pixels[path] if decoded else load_image(path, self.image_size)
         return i, pixels, self.targets[i][j]
 
     def collate(self, items: list[tuple[int, Tensor, list[int]]]) -> CaptionBatch:
@@ -130,6 +135,9 @@ class CaptionData(BucketedData):
             counts them (evaluation keeps every reference).
         feature_cache: folder for the feature maps of a frozen backbone (None: no cache).
         num_workers: DataLoader worker processes.
+        image_cache: folder for the images decoded and resized once (`PixelCache`: uint8,
+            memory-mapped, filled at setup); None: each image is decoded whenever it is read.
+            The pixels are the same either way.
     """
 
     def __init__(
@@ -145,9 +153,12 @@ class CaptionData(BucketedData):
         max_length: int = 100,
         feature_cache: str | None = "data/features",
         num_workers: int = 0,
+        image_cache: str | None = None,
     ):
         super().__init__("train", "val", test_split, batch_size, max_length, num_workers, seed=0)
         self.source, self.image_size, self.batch_size = source, image_size, batch_size
+        self.image_cache = image_cache
+        self.pixels: PixelCache | None = None
         self.feature_cache = feature_cache
         self.images = read_captions(source, image_dir, val_images, test_images)
         if test_split not in self.images:
@@ -180,6 +191,17 @@ class CaptionData(BucketedData):
 
     def collate(self, stage: str) -> Callable[[list], CaptionBatch]:
         return self.datasets[stage].collate
+
+    def setup(self, stage: str) -> None:
+        """The stage's datasets; with an `image_cache`, every image of the source decoded into
+        it once (on the first setup) and read from it."""
+        super().setup(stage)
+        if self.image_cache is not None and self.pixels is None:
+            paths = [image.path for images in self.images.values() for image in images]
+            self.pixels = PixelCache(self.image_cache, paths, self.image_size)
+            self.pixels.fill()
+        for dataset in self.datasets.values():
+            dataset.pixels = self.pixels
 
     def use_features(self, extract: Callable[[Tensor], Tensor], key: str) -> None:
         """Serve the feature maps of a frozen backbone instead of images, from the cache:
@@ -214,7 +236,7 @@ class ShapesData(CaptionData):
         level: difficulty, 1–4 (`seqtasks.captioning.shapes.LEVELS`).
         num_train, num_val, num_test, num_holdout: images per split.
         seed: seed of the world.
-        test_split, batch_size, num_workers: as in `CaptionData`.
+        test_split, batch_size, num_workers, image_cache: as in `CaptionData`.
     """
 
     def __init__(
@@ -229,6 +251,7 @@ class ShapesData(CaptionData):
         test_split: str = "test",
         batch_size: int = 64,
         num_workers: int = 0,
+        image_cache: str | None = None,
     ):
         world = LEVELS[level]
         counts = {"train": num_train, "val": num_val, "test": num_test, "holdout": num_holdout}
@@ -251,4 +274,5 @@ class ShapesData(CaptionData):
             batch_size=batch_size,
             feature_cache=None,
             num_workers=num_workers,
+            image_cache=image_cache,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
 import torch
 from conftest import REPO, load_script
 
@@ -136,3 +137,73 @@ def test_the_gpu_session_finds_the_best_checkpoint_in_the_fit_summary(tmp_path, 
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert found == path
+
+
+def test_profile_says_where_a_step_and_a_beam_search_spend_their_time(toy_data_dir, tmp_path):
+    """--profile writes, per config, a table and a trace of the training steps and of one pass
+    of the widest beam, and their summaries in the JSON: on a CPU the host's self time by kind
+    (shares summing to 1, matrix products among them), the top operators by self time, and no
+    device busy share, with the reason."""
+    import gzip
+
+    bench = load_script("bench/gpu.py")
+    threads = torch.get_num_threads()
+    folder = tmp_path / "profile"
+    argv = ["--config", CONFIG, "--data", str(toy_data_dir), "--max-tokens", "300", "--steps", "1",
+            "--warmup", "0", "--split-steps", "1", "--flop-batches", "1", "--sentences", "4",
+            "--beams", "1", "2", "--threads", "1", "--matmul-size", "128", "--profile",
+            str(folder), "--profile-steps", "2", "--", *TINY]  # fmt: skip
+    try:
+        result = bench.main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    (run,) = result["runs"]
+    train, decode = run["profile"]["train"], run["profile"]["decode"]
+    assert (train["name"], train["steps"], decode["name"]) == (
+        "0_transformer_train",
+        2,
+        "0_transformer_beam2",
+    )
+    assert train["where"] == "host" and train["device_busy_share"] is None
+    assert "not measured on cpu" in train["not_measured"]
+    assert "matmul" in train["by_kind"] and "matmul" in decode["by_kind"]
+    for found in (train, decode):
+        assert sum(found["by_kind"].values()) == pytest.approx(1.0, abs=1e-3)
+        times = [op["self_ms"] for op in found["top"]]
+        assert times and times == sorted(times, reverse=True)
+        assert (folder / f"{found['name']}.txt").read_text().count("Self CPU") >= 1
+        with gzip.open(folder / f"{found['name']}.json.gz") as trace:
+            assert json.load(trace)["traceEvents"]
+
+
+def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once():
+    """Kernel and operator names by kind (the first pattern that matches), and the device's
+    busy share as the union of its kernels' and copies' intervals (overlaps counted once, the
+    host's events not at all), worked out by hand."""
+    profile = load_script("bench/gpu_profile.py")
+    names = {
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
+        "aten::addmm": "matmul",
+        "flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>": "attention",
+        "aten::_scaled_dot_product_efficient_attention": "attention",
+        "void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>": "element-wise",
+        "aten::add_": "element-wise",
+        "void multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+        "Memcpy HtoD (Pinned -> Device)": "copy/gather",
+        "aten::cat": "copy/gather",
+        "aten::sigmoid_": "element-wise",
+        "aten::topk": "other",
+        "aten::native_layer_norm": "norm/softmax",
+        "aten::embedding": "other",
+    }
+    assert {name: profile.kind_of(name) for name in names} == names
+    trace = {
+        "traceEvents": [
+            {"cat": "kernel", "ts": 0, "dur": 10},
+            {"cat": "kernel", "ts": 5, "dur": 10},  # overlaps the first: 0-15
+            {"cat": "gpu_memcpy", "ts": 30, "dur": 5},  # 30-35
+            {"cat": "cpu_op", "ts": 0, "dur": 100},  # the host's: not the device's
+        ]
+    }
+    assert profile.busy_share(trace, 100.0) == pytest.approx(0.20)
+    assert profile.busy_share({"traceEvents": trace["traceEvents"][3:]}, 100.0) is None
