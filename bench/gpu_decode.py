@@ -74,16 +74,17 @@ def test_inputs(name: str, datamodule: Any, n: int) -> tuple[list[Any], str]:
     return [image.path for image in datamodule.images[split][:n]], split
 
 
-def run(model: Any, name: str, inputs: Any, beam: int, budget: int | None) -> list[int]:
-    """Decode `inputs` with `beam` (1: greedy); the output tokens of each best result. `budget`:
-    source tokens (images, for captioning) per batch; None: the API's default."""
+def run(model: Any, name: str, inputs: Any, beam: int, budget: int | None) -> list[list[str]]:
+    """Decode `inputs` with `beam` (1: greedy); the output pieces of each best result (EOS not
+    counted). `budget`: source tokens (images, for captioning) per batch; None: the API's
+    default."""
     keyword = "batch_size" if name == "captioning" else "max_tokens"
     size = {} if budget is None else {keyword: budget}
     if name == "translation":
-        return [len(t.tokens) for t in model.translate(inputs, beam=beam, **size)]
+        return [t.tokens for t in model.translate(inputs, beam=beam, **size)]
     if name == "parsing":
-        return [len(p.tokens) for p in model.parse(inputs, beam=beam, **size)]
-    return [len(c.words) for c in model.caption(inputs, beam=beam, **size)]
+        return [p.tokens for p in model.parse(inputs, beam=beam, **size)]
+    return [c.words for c in model.caption(inputs, beam=beam, **size)]
 
 
 def measure(
@@ -98,7 +99,9 @@ def measure(
 ) -> dict[str, Any]:
     """Per beam size, inputs/s and output tokens/s (EOS not counted) of decoding all `inputs`
     with the model of `checkpoint` on `device` in `precision` ("32" or "bf16"), after an
-    untimed warm-up on the first 16. Captioning reads its images before the clock starts.
+    untimed warm-up on the first 16. Captioning reads its images before the clock starts. In
+    bf16, the same inputs are decoded again in float32, untimed: `same_as_fp32` is the share
+    of outputs that are the same, piece for piece.
     `profile` (a folder, a name): then one more pass of the widest beam over the first
     PROFILED inputs, profiled (`gpu_profile.profiled`), its summary under "profile"."""
     model = seqtasks.load(str(checkpoint), device=str(device))
@@ -110,15 +113,22 @@ def measure(
             run(model, name, inputs[:16], beam, budget)
             synchronize(device)
             start = time.perf_counter()
-            tokens = sum(run(model, name, inputs, beam, budget))
+            outputs = run(model, name, inputs, beam, budget)
             synchronize(device)
             seconds = time.perf_counter() - start
+            tokens = sum(map(len, outputs))
             results[str(beam)] = {
                 "seconds": seconds,
                 "inputs_per_s": len(inputs) / seconds,
                 "output_tokens": tokens,
                 "tokens_per_s": tokens / seconds,
+                "same_as_fp32": None,
             }
+            if precision != "32":
+                with torch.autocast(device.type, enabled=False):  # float32 inside bf16's
+                    reference = run(model, name, inputs, beam, budget)
+                same = sum(a == b for a, b in zip(outputs, reference, strict=True))
+                results[str(beam)]["same_as_fp32"] = same / len(inputs)
         if profile is not None:
             folder, stem = profile
             widest, some = max(beams), inputs[:PROFILED]
@@ -157,9 +167,11 @@ def decoding(
     print(f"  decoding {len(inputs)} {unit} of {split} in {precision}, batches of "
           f"{budget or 'the API default size'}; {what}")  # fmt: skip
     for beam, run in runs.items():
+        same = run["same_as_fp32"]
         print(
             f"    beam {beam}: {run['inputs_per_s']:,.1f} {unit}/s, "
-            f"{run['tokens_per_s']:,.0f} output tokens/s ({run['output_tokens']:,} tokens)",
+            f"{run['tokens_per_s']:,.0f} output tokens/s ({run['output_tokens']:,} tokens)"
+            + ("" if same is None else f"; outputs as in float32: {100 * same:.1f} %"),
             flush=True,
         )
     return {"checkpoint": checkpoint, "trained": checkpoint is not None, "split": split,

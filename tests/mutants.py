@@ -1605,6 +1605,13 @@ MUTANTS = [
         "            busy, start, end = busy + end - start, s, e",
         ("test_bench_gpu.py::test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once",),
     ),
+    Mutant(
+        "bf16 decoding compared with itself rather than with float32",
+        "measure",
+        "with torch.autocast(device.type, enabled=False):",
+        "with torch.autocast(device.type, enabled=True):",
+        ("test_bench_gpu.py::test_bf16_decoding_says_how_many_outputs_float32_would_give_alike",),
+    ),
 ]
 
 

@@ -207,3 +207,35 @@ def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once():
     }
     assert profile.busy_share(trace, 100.0) == pytest.approx(0.20)
     assert profile.busy_share({"traceEvents": trace["traceEvents"][3:]}, 100.0) is None
+
+
+def test_bf16_decoding_says_how_many_outputs_float32_would_give_alike(monkeypatch):
+    """In bf16, each beam's figures say the share of outputs that float32 decoding gives piece
+    for piece (the bar: outputs equal to fp32's), counted here again through the API, with
+    autocast on and off; in float32 there is nothing to compare."""
+    import random
+
+    import seqtasks
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its neighbours, as bench/gpu.py has them
+    decode = load_script("bench/gpu_decode.py")
+    checkpoint = REPO / "tests/fixtures/pre_redesign/translation_transformer.ckpt"
+    rng = random.Random(0)
+    months = ["january", "february", "march", "november"]
+    inputs = [f"{rng.randint(1, 28)} {rng.choice(months)} {rng.randint(1900, 2030)}"
+              for _ in range(40)]  # fmt: skip
+    cpu = torch.device("cpu")
+    found = decode.measure(checkpoint, "translation", inputs, [1], None, "bf16", cpu)
+    model = seqtasks.load(checkpoint, device="cpu")
+    float32 = [t.tokens for t in model.translate(inputs, beam=1)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = [t.tokens for t in model.translate(inputs, beam=1)]
+    alike = sum(a == b for a, b in zip(float32, bf16)) / len(inputs)
+    assert alike < 1.0  # this model's bf16 outputs differ for some of these dates
+    assert found["1"]["same_as_fp32"] == pytest.approx(alike)
+    assert (
+        decode.measure(checkpoint, "translation", inputs[:4], [1], None, "32", cpu)["1"][
+            "same_as_fp32"
+        ]
+        is None
+    )
