@@ -13,6 +13,7 @@ answered as `validation` writes them.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import warnings
@@ -28,6 +29,8 @@ from seqtasks.serving import access, page, validation
 from seqtasks.serving.endpoint import Limits, ModelEndpoint, default_threads
 from seqtasks.serving.served import Served
 from seqtasks.serving.workers import CheckedServer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -108,12 +111,19 @@ def build_server(
 
 
 def add_missing_endpoints(server: ls.LitServer, groups: Mapping[str, Served]) -> None:
-    """Routes for the endpoints of the tasks not loaded, answering 404 with what is served."""
+    """Routes for the endpoints of the tasks not loaded, answering 404 with what is served. A
+    task whose endpoint cannot be imported (a broken package of someone else's) gets no route,
+    with a warning, rather than stopping a server that does not serve it."""
     served = ", ".join(f"POST {endpoint(task).path}" for task in groups)
     for task, entry in tasks().items():
         if task in groups or entry.endpoint is None:
             continue
-        path = endpoint(task).path
+        try:
+            path = endpoint(task).path
+        except Exception as error:  # its import failed: ImportError, or what its module raised
+            log.warning("no route for the %s task: its endpoint %s cannot be imported (%s: %s)",
+                        task, entry.endpoint, type(error).__name__, error)  # fmt: skip
+            continue
         message = (
             f"this server has no {task} model, so no {path}: it serves {served}. "
             f"Start it with a {task} checkpoint to have {path}."

@@ -142,6 +142,26 @@ def test_the_endpoints_of_tasks_not_loaded_say_what_is_served():
         )
 
 
+def test_a_task_whose_endpoint_cannot_be_imported_does_not_stop_a_server_of_others(
+    monkeypatch, caplog
+):
+    """Every registered task not served gets a 404 route; one whose endpoint module is broken
+    gets none, with a warning naming it, and the server of the other tasks is built."""
+    from seqtasks import registry
+    from seqtasks.serving import server as server_module
+
+    broken = registry.TaskEntry("broken_task", "broken", task=".task.T", model=".model.M",
+                                endpoint=".endpoint.Missing")  # fmt: skip
+    monkeypatch.setattr(server_module, "tasks", lambda: {**registry.tasks(), "broken": broken})
+    with caplog.at_level("WARNING", logger="seqtasks.serving.server"):
+        server = build_server({"parsing": ["parser.ckpt"]}, ServerSettings(device="cpu"))
+    routes = {route.path for route in server.app.routes}
+    assert {"/parse", "/translate", "/caption"} <= routes
+    assert "no route for the broken task: its endpoint .endpoint.Missing cannot be imported" in (
+        caplog.text
+    )
+
+
 def test_command_line_errors_are_reported_before_anything_starts(tmp_path, capsys):
     assert main([str(tmp_path / "missing.ckpt")]) == 2
     assert "error: no such checkpoint" in capsys.readouterr().err
