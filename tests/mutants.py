@@ -1587,8 +1587,8 @@ MUTANTS = [
     Mutant(
         "the image cache blind to an image that changed",
         "PixelCache.__init__",
-        "files = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in self.paths]",
-        "files = [(p, os.stat(p).st_size) for p in self.paths]",
+        "files = [(p, s.st_size, s.st_mtime_ns) for p, s in zip(self.paths, stats, strict=True)]",
+        "files = [(p, s.st_size) for p, s in zip(self.paths, stats, strict=True)]",
         ("test_pixel_cache.py::test_the_cache_is_read_and_made_again_only_when_an_image_changes",),
     ),
     Mutant(

@@ -23,7 +23,8 @@ from seqtasks.io.preparation import Preparation
 
 class PixelCache:
     """The images at `paths`, each (S, S, 3) uint8 at S = `image_size`, in one array file,
-    `folder/pixels-<digest>-<S>px.npy`, a row per image in the order of their resolved paths.
+    `folder/pixels-<digest>-<S>px.npy`, a row per image in the order of their resolved paths;
+    an image is read by its path as `paths` gave it (resolved once, here, not on every read).
 
     The digest covers the image size and each file's resolved path, size and modification
     time, so a cache file is never stale: a changed image, or another set of them, makes
@@ -33,10 +34,13 @@ class PixelCache:
     """
 
     def __init__(self, folder: str | Path, paths: Sequence[Path], image_size: int):
-        self.paths = sorted({str(Path(p).resolve()) for p in paths})
-        self.rows = {path: row for row, path in enumerate(self.paths)}
+        files_of = {str(p): str(Path(p).resolve()) for p in paths}  # as given -> the file
+        self.paths = sorted(set(files_of.values()))
+        row_of = {path: row for row, path in enumerate(self.paths)}
+        self.rows = {given: row_of[file] for given, file in files_of.items()}
         self.image_size = image_size
-        files = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in self.paths]
+        stats = [os.stat(p) for p in self.paths]
+        files = [(p, s.st_size, s.st_mtime_ns) for p, s in zip(self.paths, stats, strict=True)]
         digest = hashlib.sha256(json.dumps([image_size, files]).encode()).hexdigest()[:16]
         self.path = Path(folder) / f"pixels-{digest}-{image_size}px.npy"
         self._array: np.ndarray | None = None
@@ -69,14 +73,12 @@ class PixelCache:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def __contains__(self, path: Path) -> bool:
-        return str(Path(path).resolve()) in self.rows
-
     def __getitem__(self, path: Path) -> Tensor:
-        """(3, S, S) RGB in [0, 1] of the image at `path`, as `load_image` gives it."""
+        """(3, S, S) RGB in [0, 1] of the image at `path` (one of `paths`), as `load_image`
+        gives it."""
         if self._array is None or self._pid != os.getpid():
             self._array, self._pid = np.load(self.path, mmap_mode="r"), os.getpid()
-        row = self._array[self.rows[str(Path(path).resolve())]]
+        row = self._array[self.rows[str(path)]]
         return as_pixels(torch.from_numpy(np.array(row)))  # a copy: the map is read-only
 
     def __getstate__(self) -> dict[str, Any]:
