@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gpu_train import synchronize
 from torch.profiler import ProfilerActivity, profile, schedule
 
 # The kind of work an operator or kernel does, by its name (the first pattern that matches).
@@ -42,12 +42,6 @@ KINDS: dict[str, re.Pattern] = {
     }.items()
 }
 TOP = 15  # operators listed in the summary
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for the work queued on `device` (as gpu_train's, without importing it)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def kind_of(name: str) -> str:
@@ -131,12 +125,12 @@ def profiled(
         synchronize(device)
         wall = time.perf_counter() - start
     averages = profiler.key_averages()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder:  # the profiler writes its trace to a file
         raw = Path(folder) / "trace.json"
         profiler.export_chrome_trace(str(raw))
-        trace = json.loads(raw.read_text(encoding="utf-8"))
-        with raw.open("rb") as source, gzip.open(out / f"{name}.json.gz", "wb") as target:
-            shutil.copyfileobj(source, target)
+        text = raw.read_text(encoding="utf-8")
+    trace = json.loads(text)
+    (out / f"{name}.json.gz").write_bytes(gzip.compress(text.encode("utf-8")))
     on_device = device.type == "cuda"
     sort = "self_device_time_total"  # (older torch: self_cuda_time_total)
     if averages and not hasattr(averages[0], sort):

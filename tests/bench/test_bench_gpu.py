@@ -176,10 +176,11 @@ def test_profile_says_where_a_step_and_a_beam_search_spend_their_time(toy_data_d
             assert json.load(trace)["traceEvents"]
 
 
-def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once():
+def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once(monkeypatch):
     """Kernel and operator names by kind (the first pattern that matches), and the device's
     busy share as the union of its kernels' and copies' intervals (overlaps counted once, the
     host's events not at all), worked out by hand."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # its neighbours, as bench/gpu.py has them
     profile = load_script("bench/gpu_profile.py")
     names = {
         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
