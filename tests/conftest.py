@@ -152,6 +152,19 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def fresh_python(script: str) -> subprocess.CompletedProcess:
+    """`script` run by a new Python in the repository (`subprocess_env`), its output captured:
+    for what a test must see from a clean interpreter, such as which modules an import loads."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=subprocess_env(),
+        timeout=120,
+    )
+
+
 @pytest.fixture(scope="session")
 def toy_tokenizers(multi30k_lines):
     """(German, English) sentencepiece models of 250 pieces, trained on 300 Multi30k lines."""

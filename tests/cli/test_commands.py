@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import REPO, subprocess_env
+from conftest import REPO, fresh_python
 
 import seqtasks
 from seqtasks.cli.commands import main
@@ -115,14 +113,7 @@ for argv in {commands!r}:
         pass
 print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=subprocess_env(),
-        timeout=120,
-    )
+    result = fresh_python(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.splitlines()[-1]) == []
 
@@ -155,14 +146,7 @@ for argv in {commands!r}:
     errors.append(status)
 print(json.dumps([errors, [name for name in {HEAVY!r} if name in sys.modules]]))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=subprocess_env(),
-        timeout=120,
-    )
+    result = fresh_python(script)
     statuses, heavy = json.loads(result.stdout.splitlines()[-1])
     assert statuses == [2] * len(commands) and heavy == [], result.stderr[-3000:]
     said = result.stderr

@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO, subprocess_env
+from conftest import REPO, fresh_python, subprocess_env
 
 
 def test_the_suite_collects_without_xdist():
@@ -74,14 +74,7 @@ def test_components_never_import_lightning():
         "    importlib.import_module(name)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=120,
-    )
+    result = fresh_python(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "[]"
 
