@@ -49,14 +49,22 @@ def kind_of(name: str) -> str:
     return next((kind for kind, pattern in KINDS.items() if pattern.search(name)), "other")
 
 
+DEVICE_EVENTS = ("kernel", "gpu_memcpy", "gpu_memset")  # a Chrome trace's device work
+
+
+def device_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The kernels, copies and sets of a Chrome trace, each one interval on the device."""
+    return [
+        event
+        for event in trace.get("traceEvents", [])
+        if event.get("cat") in DEVICE_EVENTS and "dur" in event
+    ]
+
+
 def busy_share(trace: dict[str, Any], wall_us: float) -> float | None:
     """The share of `wall_us` in which the device ran a kernel or a copy: the union of their
     intervals in a Chrome trace (None without device events)."""
-    spans = sorted(
-        (event["ts"], event["ts"] + event["dur"])
-        for event in trace.get("traceEvents", [])
-        if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in event
-    )
+    spans = sorted((event["ts"], event["ts"] + event["dur"]) for event in device_events(trace))
     if not spans or wall_us <= 0:
         return None
     busy, (start, end) = 0.0, spans[0]
@@ -68,17 +76,25 @@ def busy_share(trace: dict[str, Any], wall_us: float) -> float | None:
     return min(1.0, (busy + end - start) / wall_us)
 
 
-def summary(averages: Any, on_device: bool) -> dict[str, Any]:
-    """Self time by kind and the top operators, on the device (`on_device`) or the host."""
+def device_time(trace: dict[str, Any]) -> list[tuple[str, float, int]]:
+    """(name, µs, count) of each kernel, copy and set of a trace: the device's own work, each
+    counted once (the profiler's table also gives the operators that launched them, and the
+    step's annotation, the same time again)."""
+    found: dict[str, tuple[float, int]] = {}
+    for event in device_events(trace):
+        us, count = found.get(event["name"], (0.0, 0))
+        found[event["name"]] = (us + event["dur"], count + 1)
+    return [(name, us, count) for name, (us, count) in found.items()]
 
-    def self_us(event: Any) -> float:
-        if on_device:
-            return getattr(event, "self_device_time_total", None) or getattr(
-                event, "self_cuda_time_total", 0.0
-            )
-        return event.self_cpu_time_total
 
-    timed = [(event.key, self_us(event), event.count) for event in averages]
+def host_time(averages: Any) -> list[tuple[str, float, int]]:
+    """(name, µs, count) of the host's self time by operator (the step's annotation holds the
+    time between operators: Python and launching)."""
+    return [(event.key, event.self_cpu_time_total, event.count) for event in averages]
+
+
+def summary(timed: list[tuple[str, float, int]], where: str) -> dict[str, Any]:
+    """Self time by kind and the top operators or kernels, from (name, µs, count) rows."""
     timed = [t for t in timed if t[1] > 0]
     total = sum(us for _, us, _ in timed) or 1.0
     by_kind: dict[str, float] = {}
@@ -86,7 +102,7 @@ def summary(averages: Any, on_device: bool) -> dict[str, Any]:
         by_kind[kind_of(name)] = by_kind.get(kind_of(name), 0.0) + us
     top = sorted(timed, key=lambda t: -t[1])[:TOP]
     return {
-        "where": "device" if on_device else "host",
+        "where": where,
         "self_s": total / 1e6,
         "by_kind": {
             k: round(v / total, 4) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])
@@ -148,7 +164,11 @@ def profiled(
         "steps": steps,
         "wall_s": wall,
         "device_busy_share": busy_share(trace, wall * 1e6) if on_device else None,
-        **summary(averages, on_device),
+        **(
+            summary(device_time(trace), "device")
+            if on_device
+            else summary(host_time(averages), "host")
+        ),
     }
     if not on_device:
         found["not_measured"] = (

@@ -200,13 +200,20 @@ def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once(monkeypa
     assert {name: profile.kind_of(name) for name in names} == names
     trace = {
         "traceEvents": [
-            {"cat": "kernel", "ts": 0, "dur": 10},
-            {"cat": "kernel", "ts": 5, "dur": 10},  # overlaps the first: 0-15
-            {"cat": "gpu_memcpy", "ts": 30, "dur": 5},  # 30-35
-            {"cat": "cpu_op", "ts": 0, "dur": 100},  # the host's: not the device's
+            {"cat": "kernel", "name": "sm90_xmma_gemm", "ts": 0, "dur": 10},
+            {"cat": "kernel", "name": "sm90_xmma_gemm", "ts": 5, "dur": 10},  # overlaps: 0-15
+            {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 30, "dur": 5},  # 30-35
+            {"cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 100},  # the host's
         ]
     }
     assert profile.busy_share(trace, 100.0) == pytest.approx(0.20)
+    # device time by kernel, each counted once (not again as the operator that launched it)
+    found = profile.summary(profile.device_time(trace), "device")
+    assert found["by_kind"] == {"matmul": 0.8, "copy/gather": 0.2}
+    assert [(op["name"], op["self_ms"], op["calls"]) for op in found["top"]] == [
+        ("sm90_xmma_gemm", 0.02, 2),
+        ("Memcpy HtoD", 0.005, 1),
+    ]
     assert profile.busy_share({"traceEvents": trace["traceEvents"][3:]}, 100.0) is None
 
 
