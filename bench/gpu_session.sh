@@ -5,6 +5,8 @@
 #   bash .gpu/run.sh bash bench/gpu_session.sh translation   # recipe fit to BLEU, DDP, GPU tests,
 #                                                            # the small Transformer's bench
 #   bash .gpu/run.sh bash bench/gpu_session.sh models        # base sizes, parsing, captioning
+#   bash .gpu/run.sh bash bench/gpu_session.sh graphs        # recipe fit, then its decoding with
+#                                                            # and without CUDA graphs (~4 min)
 # `translation`: the GPU-only tests; `seqtasks fit` of configs/translation/transformer_gpu.yaml
 # (its 55 s, validation included) and `seqtasks test` of its best checkpoint (beam 5,
 # test_2016_flickr, sacreBLEU); the same recipe under `--trainer.strategy ddp --trainer.devices 1`
@@ -12,6 +14,8 @@
 # bench/gpu.py on transformer.yaml (today's, the baseline) and the recipe, decoding with the
 # trained checkpoint. `models`: bench/gpu.py on the Transformer-base sizes (25,000-token batches),
 # parsing and captioning, each baseline config first and its *_gpu.yaml after it.
+# `graphs`: tests/search/test_captured.py, the recipe's fit and test, then bench/gpu_graphs.py on
+# its best checkpoint (greedy and beam 5, float32 and bf16, each with and without CUDA graphs).
 # Both parts also profile (bench/gpu_profile.py, under $OUT/profile: a table and a trace each):
 # `translation` the small Transformer's training step and the trained recipe's beam 5, `models`
 # the Transformer-base training step; the table at the end says where their time went.
@@ -91,24 +95,21 @@ ckpt() { if [ -n "${1:-}" ]; then printf '%s\n' --checkpoint "$1"; fi; }
 mapfile -t PARSE_CKPT < <(ckpt "${PARSING_CKPT:-}")
 mapfile -t CAPTION_CKPT < <(ckpt "${CAPTIONING_CKPT:-}")
 
-if [ "$PART" = translation ]; then
-  RECIPE=(--config configs/translation/transformer_gpu.yaml --data.init_args.data_dir
-          "$DATA/multi30k")
-  DDP_STEPS=200
-  if [ "${SMOKE:-0}" = 1 ]; then  # the plumbing: a few steps on the CPU
-    RECIPE+=(--trainer.accelerator cpu --trainer.precision 32-true --trainer.max_steps 4
-             --trainer.val_check_interval 2 --data.init_args.max_tokens 600
-             --data.init_args.num_workers 0 --trainer.limit_val_batches 1)
-    TESTS=(tests/training/test_clipping.py) DDP_STEPS=4
-  else
-    TESTS=(tests/training/test_gpu_training.py tests/training/test_finite.py
-           tests/search/test_search_equivalence.py tests/training/test_clipping.py)
-  fi
-  # The GPU-only tests (they skip without CUDA); the raw Multi30k they read is carried in .gpu.
-  [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data
-  run gpu_tests 90 "$PY" -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"
-  # The one-minute recipe: its own clock (55 s of training, validation included), then beam 5
-  # on test_2016_flickr.
+# The one-minute recipe, as `seqtasks fit` takes it (both `translation` and `graphs` fit it).
+RECIPE=(--config configs/translation/transformer_gpu.yaml --data.init_args.data_dir "$DATA/multi30k")
+DDP_STEPS=200
+if [ "${SMOKE:-0}" = 1 ]; then  # the plumbing: a few steps on the CPU
+  RECIPE+=(--trainer.accelerator cpu --trainer.precision 32-true --trainer.max_steps 4
+           --trainer.val_check_interval 2 --data.init_args.max_tokens 600
+           --data.init_args.num_workers 0 --trainer.limit_val_batches 1)
+  TESTS=(tests/training/test_clipping.py) DDP_STEPS=4
+else
+  TESTS=(tests/training/test_gpu_training.py tests/training/test_finite.py
+         tests/search/test_search_equivalence.py tests/training/test_clipping.py
+         tests/search/test_captured.py)
+fi
+# fit_recipe: the recipe's 55 s (validation included), then beam 5 on test_2016_flickr; sets BEST.
+fit_recipe() {
   run fit 110 "$PY" -m seqtasks fit "${RECIPE[@]}" --trainer.default_root_dir "$OUT/fit"
   BEST=$(grep -o 'best val/bleu [^:]*: .*\.ckpt' "$OUT/fit.log" | sed 's/.*: //' | tail -n 1)
   echo "best checkpoint: ${BEST:-none}"
@@ -116,6 +117,13 @@ if [ "$PART" = translation ]; then
     run test 60 "$PY" -m seqtasks test "${RECIPE[@]}" --ckpt_path "$BEST" \
       --trainer.default_root_dir "$OUT/test"
   fi
+}
+
+if [ "$PART" = translation ]; then
+  # The GPU-only tests (they skip without CUDA); the raw Multi30k they read is carried in .gpu.
+  [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data
+  run gpu_tests 90 "$PY" -m pytest -q -p no:cacheprovider -x "${TESTS[@]}"
+  fit_recipe
   mapfile -t MT_CKPT < <(ckpt "$BEST")
   step translation "${BUDGETS[0]}" "${MT[@]}" --data "$DATA/multi30k" "${SMALL[@]}" \
     "${BEAMS_MT[@]}" "${MT_CKPT[@]}" --profile "$OUT/profile"
@@ -138,8 +146,17 @@ elif [ "$PART" = models ]; then
   step captioning "${BUDGETS[3]}" "${CAPTION[@]}" --data /tmp/seqtasks_shapes_bench --beams 1 3 \
     "${CAPTION_CKPT[@]}" -- --data.init_args.num_train 3000 --data.init_args.num_val 100 \
     --data.init_args.num_test 300 --data.init_args.num_holdout 100
+elif [ "$PART" = graphs ]; then
+  [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data
+  run gpu_tests 90 "$PY" -m pytest -q -p no:cacheprovider -x tests/search/test_captured.py
+  fit_recipe
+  if [ -n "$BEST" ]; then  # greedy and beam 5 with and without CUDA graphs, float32 and bf16
+    SIZE=(--rounds 3) && [ "${SMOKE:-0}" = 1 ] && SIZE=(--rounds 1 --sentences 24)
+    run graphs 150 "$PY" bench/gpu_graphs.py --checkpoint "$BEST" "${SIZE[@]}" \
+      --src "$DATA/multi30k/test_2016_flickr.de"
+  fi
 else
-  echo "unknown part '$PART': translation or models" >&2
+  echo "unknown part '$PART': translation, models or graphs" >&2
   exit 2
 fi
 

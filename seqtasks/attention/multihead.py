@@ -123,6 +123,19 @@ class SelfAttention(nn.Module):
         context = fused_attention(q, keys, values)
         return self.out(merge_heads(context)), keys, values
 
+    def step_fixed(
+        self, x: Tensor, keys: Tensor, values: Tensor, at: Tensor, visible: Tensor
+    ) -> Tensor:
+        """`step` against caches of a fixed length L, (R, H, L, D/H) each: the new position's
+        key and value written in place at `at` (1,), the positions where `visible` (1, L) is true
+        attended to. The same output as `step`, with shapes and addresses that stay the same
+        from step to step, as a captured CUDA graph needs (`seqtasks.search.captured`)."""
+        q, k, v = self.project(x)
+        keys.index_copy_(2, at, k)
+        values.index_copy_(2, at, v)
+        context = fused_attention(q, keys, values, attn_mask=visible)
+        return self.out(merge_heads(context))
+
 
 def _extend(cache: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     """cache (R', H, t, d) rows `rows` (all, in order, if None), then `new` (R, H, 1, d) ->

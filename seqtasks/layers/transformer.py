@@ -178,6 +178,13 @@ class Embeddings(nn.Module):
         x = self.embedding(tokens) * self.scale + self.position_table(start, tokens.size(1))
         return self.dropout(x)
 
+    def at(self, tokens: Tensor, position: Tensor) -> Tensor:
+        """(R, 1) ids, all at the one position held on the device in `position` (1,) -> (R, 1,
+        D): `forward` in a form a captured CUDA graph replays, reading the position where it
+        lies (the caller keeps it under `max_positions`)."""
+        table = self.table if self.learned is None else self.learned.weight
+        return self.dropout(self.embedding(tokens) * self.scale + table.index_select(0, position))
+
 
 class FeedForward(nn.Module):
     """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (§3.3).

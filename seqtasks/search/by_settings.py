@@ -6,8 +6,10 @@ from __future__ import annotations
 from torch import Tensor
 
 from seqtasks.decoders.base import Decoder
+from seqtasks.decoders.fixed_cache import takes_fixed_cache
 from seqtasks.layers.memory import Memory
 from seqtasks.search.beam import beam_search
+from seqtasks.search.captured import CapturedSteps
 from seqtasks.search.hypothesis import Constraint, Hypothesis, max_lengths
 from seqtasks.search.settings import SearchSettings
 from seqtasks.search.single_path import greedy
@@ -22,11 +24,22 @@ def search(
 ) -> list[list[Hypothesis]]:
     """Per input, its `settings.n_best` outputs, best first (with their attention, if asked
     for): greedy search for one beam and one output, batched beam search otherwise. An output
-    ends within `limits`; under a `constraint`, only the tokens it allows are chosen."""
+    ends within `limits`; under a `constraint`, only the tokens it allows are chosen. With
+    `settings.cuda_graphs`, a Transformer decoder's steps on a GPU are replayed from CUDA graphs
+    and every row stays in the batch to the end (`CapturedSteps`)."""
     found = limits(decoder, memory, settings, constraint)
+    shrink = None  # the search's default
+    if settings.cuda_graphs and memory.states.is_cuda and takes_fixed_cache(decoder):
+        steps = CapturedSteps(decoder, int(found.max()), attention)  # start, step, reorder
+        decoder, shrink = steps, 0.0  # type: ignore[assignment]
     if settings.greedy:
-        return greedy(decoder, memory, found, attention=attention, constraint=constraint)
-    return beam_search(decoder, memory, settings, found, attention=attention, constraint=constraint)
+        return greedy(
+            decoder, memory, found, attention=attention, constraint=constraint, shrink_below=shrink
+        )
+    return beam_search(
+        decoder, memory, settings, found, attention=attention, constraint=constraint,
+        shrink_below=shrink,
+    )  # fmt: skip
 
 
 def limits(

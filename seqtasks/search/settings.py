@@ -42,6 +42,9 @@ class SearchSettings:
         max_length_ratio, max_length_offset: outputs end at ratio · source length + offset.
         n_best: how many outputs per input, best first (at most `beam`).
         max_length: source tokens read (subwords); a longer source is cut, with a warning.
+        cuda_graphs: on a GPU, replay each step of a Transformer decoder from a captured CUDA
+            graph (`seqtasks.search.captured`): the same outputs, with one launch a step
+            instead of ~70. Other decoders, and a CPU, search as without it.
         names: how the caller spells the fields, for its messages (`{"stop": "beam_stop"}`).
 
     Raises:
@@ -56,6 +59,7 @@ class SearchSettings:
     max_length_offset: int = 10
     n_best: int = 1
     max_length: int = MAX_SOURCE_LENGTH
+    cuda_graphs: bool = False
     names: InitVar[Mapping[str, str] | None] = None
 
     def __post_init__(self, names: Mapping[str, str] | None) -> None:

@@ -1,0 +1,120 @@
+"""The Transformer decoder's search step over key/value caches of a fixed length.
+
+`TransformerDecoder.step` grows each layer's self-attention cache by one position a step, so
+every step has new shapes and new tensors. Here the caches hold the whole length L from the
+start, the new position is written in place at an index kept on the device, and attention reads
+the positions written so far through a mask: every step runs the same kernels on the same
+addresses, which is what a captured CUDA graph replays (`seqtasks.search.captured`). The outputs
+are `step`'s (tested): the masked positions get weight exactly 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqtasks.attention.base import AttentionMemory
+from seqtasks.attention.multihead import SelfAttention
+from seqtasks.decoders.transformer import DecoderLayer, TransformerDecoder
+from seqtasks.layers.memory import Memory
+from seqtasks.layers.transformer import Stream
+
+
+@dataclass
+class FixedState:
+    """Search state whose tensors keep their shapes and addresses for the whole search.
+
+    `keys`/`values` hold, per layer, (R, H, L, D/H): positions 0 … `at` − 1 written, the rest
+    unread. `memory` is each layer's projected source (`TransformerState.memory`). `at` (1,) is
+    the next position, on the device; `positions` (L,) is 0 … L − 1, to compare it with.
+    """
+
+    keys: list[Tensor]
+    values: list[Tensor]
+    memory: list[AttentionMemory]
+    at: Tensor
+    positions: Tensor
+
+
+def takes_fixed_cache(decoder: object) -> bool:
+    """Whether `decoder` can search over fixed caches: a `TransformerDecoder` whose every
+    self-attention is the softmax one with its growing cache (`SelfAttention.step`; linear
+    self-attention keeps running sums instead)."""
+    return isinstance(decoder, TransformerDecoder) and all(
+        type(layer.self_attention).step is SelfAttention.step for layer in decoder.layers
+    )
+
+
+def start_fixed(
+    decoder: TransformerDecoder, memory: Memory, beam_size: int, length: int
+) -> FixedState:
+    """The state before the first of at most `length` steps, with B·`beam_size` rows."""
+    cross = decoder.project_memory(memory)
+    rows, like = memory.states.size(0) * beam_size, cross[0].keys
+    caches = []
+    for layer in decoder.layers:
+        heads = layer.self_attention.heads
+        shape = (rows, heads, length, decoder.embedding.embedding_dim // heads)
+        caches.append((like.new_zeros(shape), like.new_zeros(shape)))
+    return FixedState(
+        keys=[k for k, _ in caches],
+        values=[v for _, v in caches],
+        memory=cross,
+        at=torch.zeros(1, dtype=torch.long, device=like.device),
+        positions=torch.arange(length, device=like.device),
+    )
+
+
+def step_fixed(
+    decoder: TransformerDecoder, prev_tokens: Tensor, state: FixedState, need_weights: bool
+) -> tuple[Tensor, Tensor | None]:
+    """(R,) previous tokens -> logits (R, V) and, if `need_weights`, the last layer's
+    cross-attention (R, S), as `TransformerDecoder.step` gives them; writes the caches at
+    `state.at` and moves it on by one, in place."""
+    x = decoder.embeddings.at(prev_tokens[:, None], state.at)  # (R, 1, D)
+    visible = (state.positions <= state.at)[None]  # (1, L): this query sees positions ≤ at
+    stream: Stream = decoder.stack.begin(x)
+    last = len(decoder.layers) - 1
+    weights = None
+    for i, layer in enumerate(decoder.layers):
+        stream, weights = _layer_step(
+            layer, stream, state.keys[i], state.values[i], state, visible, state.memory[i],
+            need_weights and i == last,
+        )  # fmt: skip
+    logits = decoder.logits(decoder.stack.end(stream))[:, 0]
+    state.at += 1
+    return logits, None if weights is None else weights[:, 0]
+
+
+def _layer_step(
+    layer: DecoderLayer,
+    stream: Stream,
+    keys: Tensor,
+    values: Tensor,
+    state: FixedState,
+    visible: Tensor,
+    memory: AttentionMemory,
+    need_weights: bool,
+) -> tuple[Stream, Tensor | None]:
+    """`DecoderLayer.step` over fixed caches."""
+    weights = None
+
+    def attend_prefix(h: Tensor) -> Tensor:
+        return layer.self_attention.step_fixed(h, keys, values, state.at, visible)
+
+    def cross(h: Tensor) -> Tensor:
+        nonlocal weights
+        out, weights = layer.cross_attention(h, memory, need_weights)
+        return out
+
+    stream = layer.residual_self(stream, attend_prefix)
+    stream = layer.residual_cross(stream, cross)
+    return layer.residual_ff(stream, layer.feed_forward), weights
+
+
+def reorder_fixed(state: FixedState, rows: Tensor) -> None:
+    """Row r of every cache continues old row rows[r] (R,), in place (every row is kept)."""
+    for cache in (*state.keys, *state.values):
+        cache.copy_(cache.index_select(0, rows))
