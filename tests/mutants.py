@@ -1612,6 +1612,48 @@ MUTANTS = [
         "with torch.autocast(device.type, enabled=True):",
         ("test_bench_gpu.py::test_bf16_decoding_says_how_many_outputs_float32_would_give_alike",),
     ),
+    Mutant(
+        "the fixed-cache step attending to positions not yet written",
+        "SelfAttention.step_fixed",
+        "context = fused_attention(q, keys, values, attn_mask=visible)",
+        "context = fused_attention(q, keys, values)",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
+    ),
+    Mutant(
+        "the fixed-cache step not seeing its own position",
+        "step_fixed",
+        "visible = (state.positions <= state.at)[None]",
+        "visible = (state.positions < state.at.clamp(min=1))[None]",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
+    ),
+    Mutant(
+        "the fixed-cache step not moving on to the next position",
+        "step_fixed",
+        "    state.at += 1",
+        "    state.at += 0",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
+    ),
+    Mutant(
+        "beam search's reordering not applied to the fixed caches",
+        "reorder_fixed",
+        "cache.copy_(cache.index_select(0, rows))",
+        "cache.copy_(cache)",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
+    ),
+    Mutant(
+        "the fixed-cache step embedding every token at position 0",
+        "Embeddings.at",
+        "table.index_select(0, position)",
+        "table.index_select(0, position * 0)",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
+    ),
+    Mutant(
+        "linear self-attention taken for the softmax one's fixed cache",
+        "takes_fixed_cache",
+        "type(layer.self_attention).step is SelfAttention.step",
+        "isinstance(layer.self_attention, SelfAttention)",
+        ("test_captured.py::test_only_softmax_self_attention_transformers_take_fixed_caches",),
+    ),
 ]
 
 

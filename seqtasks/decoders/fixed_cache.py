@@ -11,13 +11,14 @@ are `step`'s (tested): the masked positions get weight exactly 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from seqtasks.attention.base import AttentionMemory
 from seqtasks.attention.multihead import SelfAttention
-from seqtasks.decoders.transformer import DecoderLayer, TransformerDecoder
+from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.transformer import Stream
 
@@ -79,39 +80,16 @@ def step_fixed(
     last = len(decoder.layers) - 1
     weights = None
     for i, layer in enumerate(decoder.layers):
-        stream, weights = _layer_step(
-            layer, stream, state.keys[i], state.values[i], state, visible, state.memory[i],
-            need_weights and i == last,
+        attend_prefix = partial(
+            layer.self_attention.step_fixed,
+            keys=state.keys[i], values=state.values[i], at=state.at, visible=visible,
         )  # fmt: skip
+        stream, weights = layer.step_with(
+            stream, attend_prefix, state.memory[i], need_weights and i == last
+        )
     logits = decoder.logits(decoder.stack.end(stream))[:, 0]
     state.at += 1
     return logits, None if weights is None else weights[:, 0]
-
-
-def _layer_step(
-    layer: DecoderLayer,
-    stream: Stream,
-    keys: Tensor,
-    values: Tensor,
-    state: FixedState,
-    visible: Tensor,
-    memory: AttentionMemory,
-    need_weights: bool,
-) -> tuple[Stream, Tensor | None]:
-    """`DecoderLayer.step` over fixed caches."""
-    weights = None
-
-    def attend_prefix(h: Tensor) -> Tensor:
-        return layer.self_attention.step_fixed(h, keys, values, state.at, visible)
-
-    def cross(h: Tensor) -> Tensor:
-        nonlocal weights
-        out, weights = layer.cross_attention(h, memory, need_weights)
-        return out
-
-    stream = layer.residual_self(stream, attend_prefix)
-    stream = layer.residual_cross(stream, cross)
-    return layer.residual_ff(stream, layer.feed_forward), weights
 
 
 def reorder_fixed(state: FixedState, rows: Tensor) -> None:

@@ -105,12 +105,27 @@ class DecoderLayer(nn.Module):
         """One new position per row (the caches' `rows` reordered first, if given): returns the
         stream, the self-attention caches extended by that position, and the cross-attention
         weights (R, 1, S) if asked for."""
-        weights = prefix = None
+        prefix = None
 
         def attend_prefix(h: Tensor) -> Tensor:
             nonlocal prefix
             out, *prefix = self.self_attention.step(h, prefix_keys, prefix_values, rows)
             return out
+
+        stream, weights = self.step_with(stream, attend_prefix, memory, need_weights)
+        return stream, prefix[0], prefix[1], weights
+
+    def step_with(
+        self,
+        stream: Stream,
+        attend_prefix: Callable[[Tensor], Tensor],
+        memory: AttentionMemory,
+        need_weights: bool,
+    ) -> tuple[Stream, Tensor | None]:
+        """One new position per row, its self-attention over the prefix given as
+        `attend_prefix` (a growing cache in `step`, a fixed one in `fixed_cache`): the stream,
+        and the cross-attention weights (R, 1, S) if asked for."""
+        weights = None
 
         def cross(h: Tensor) -> Tensor:
             nonlocal weights
@@ -119,8 +134,7 @@ class DecoderLayer(nn.Module):
 
         stream = self.residual_self(stream, attend_prefix)
         stream = self.residual_cross(stream, cross)
-        stream = self.residual_ff(stream, self.feed_forward)
-        return stream, prefix[0], prefix[1], weights
+        return self.residual_ff(stream, self.feed_forward), weights
 
 
 class TransformerDecoder(Decoder):
