@@ -21,7 +21,7 @@ from seqtasks.captioning.captions import (
 from seqtasks.captioning.features import FeatureCache
 from seqtasks.captioning.pixels import PixelCache
 from seqtasks.captioning.shapes import LEVELS, Scene, write_world
-from seqtasks.data.batch import pin_for, pinned, teacher_forcing
+from seqtasks.data.batch import moved, pin_for, pinned, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.words import WordTokenizer
 
@@ -47,6 +47,9 @@ class CaptionBatch:
 
     def pin_memory(self) -> CaptionBatch:
         return pinned(self)
+
+    def to(self, device: torch.device | str) -> CaptionBatch:
+        return moved(self, device)
 
 
 class CaptionDataset(Dataset):

@@ -38,6 +38,9 @@ class Batch:
     def pin_memory(self) -> Batch:
         return pinned(self)
 
+    def to(self, device: torch.device | str) -> Batch:
+        return moved(self, device)
+
 
 AnyBatch = TypeVar("AnyBatch")
 
@@ -48,6 +51,22 @@ def pinned(batch: AnyBatch) -> AnyBatch:
     it to a GPU (Lightning copies with `non_blocking=True`) overlaps with the work there."""
     tensors = {
         f.name: value.pin_memory()
+        for f in dataclasses.fields(batch)
+        if isinstance(value := getattr(batch, f.name), Tensor)
+    }
+    return dataclasses.replace(batch, **tensors)
+
+
+def moved(batch: AnyBatch, device: torch.device | str) -> AnyBatch:
+    """A copy of a dataclass batch with its tensors on `device` and its other fields (texts,
+    references, scenes) shared, not copied. Lightning moves a batch with a `to()` by calling it
+    (the batches' `to` calls this), and otherwise walks every list and dataclass inside it: 4.5
+    ms for a 24,576-token translation batch (its texts) and 64 ms for a 512-image captioning
+    batch (its references and scenes) on the 2-core dev machine, host time in every step. To a
+    GPU the copies do not block (from pinned memory they overlap the work there)."""
+    device = torch.device(device)
+    tensors = {
+        f.name: value.to(device, non_blocking=device.type == "cuda")
         for f in dataclasses.fields(batch)
         if isinstance(value := getattr(batch, f.name), Tensor)
     }

@@ -8,9 +8,11 @@ import random
 import numpy as np
 import pytest
 import torch
+from lightning.fabric.utilities.apply_func import move_data_to_device
 
 import seqtasks.data.batching as batching
-from seqtasks.data.batch import Padding, pad, teacher_forcing
+from seqtasks.captioning.data import CaptionBatch
+from seqtasks.data.batch import Batch, Padding, pad, teacher_forcing
 from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.parsing.data import ParsingData
@@ -213,3 +215,26 @@ def test_loader_workers_prefetch_and_stay(toy_data_dir):
         None,
         False,
     )
+
+
+def test_batches_move_their_tensors_and_share_their_texts():
+    """Lightning moves a batch through its `to()` (`moved`) instead of walking its lists and
+    dataclasses: the tensors reach the device, the texts, references and scenes are the same
+    objects (a walk would rebuild every list, 64 ms a 512-image captioning batch)."""
+    tokens = torch.tensor([[5, 6, EOS_ID], [7, EOS_ID, PAD_ID]])
+    batch = Batch(
+        tokens, tokens != PAD_ID, tokens, tokens, torch.arange(2), ["a b", "c"], ["x", "y"]
+    )
+    images = torch.rand(2, 3, 4, 4)
+    captions = CaptionBatch(
+        images, None, tokens, tokens, torch.arange(2), [["a b"], ["c"]], [None, None]
+    )
+    for original in (batch, captions):
+        there = move_data_to_device(original, torch.device("meta"))
+        assert type(there) is type(original)
+        for name, value in vars(original).items():
+            if isinstance(value, torch.Tensor):
+                assert getattr(there, name).device.type == "meta", name
+                assert getattr(there, name).shape == value.shape, name
+            else:
+                assert getattr(there, name) is value, name
