@@ -66,7 +66,7 @@ class SentencePieceTokenizer:
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
         """The subword strings of `ids`, for axis labels of attention plots."""
-        return [self.sp.id_to_piece(i) for i in ids]
+        return self.sp.id_to_piece(list(ids))  # one call for the list
 
 
 def train_sentencepiece(

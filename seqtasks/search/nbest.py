@@ -70,7 +70,7 @@ class NBest:
         """Read back: each input's hypotheses, best first, their attention over its `valid`
         source positions."""
         scores, lengths = self.score.tolist(), self.length.tolist()
-        ended, tokens = self.ended.tolist(), self.tokens.cpu()
+        ended, tokens = self.ended.tolist(), self.tokens.tolist()  # lists: no tensor per row
         attention = None if self.attention is None else self.attention.cpu()
         results = []
         for b, row in enumerate(scores):
@@ -80,6 +80,6 @@ class NBest:
                     break
                 n = lengths[b][j]
                 weights = None if attention is None else attention[b, j, :n, : valid[b]].clone()
-                nbest.append(Hypothesis(tokens[b, j, :n].tolist(), score, weights, ended[b][j]))
+                nbest.append(Hypothesis(tokens[b][j][:n], score, weights, ended[b][j]))
             results.append(nbest)
         return results

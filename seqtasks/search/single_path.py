@@ -101,12 +101,12 @@ def _read_back(
     ended = length < written
     sums = F.pad(log_probs.double().cumsum(1), (1, 0))  # (B, T + 1) the sums of the first j
     score = sums.gather(1, (length + ended.long())[:, None])[:, 0]
-    lengths, tokens = length.tolist(), tokens.cpu()
+    lengths, tokens = length.tolist(), tokens.tolist()  # lists: no tensor per row
     attention = None if attention is None else attention.cpu()
     results = []
     for b, (n, value, finished) in enumerate(zip(lengths, score.tolist(), ended.tolist())):
         weights = None if attention is None or not n else attention[b, :n, : valid[b]].clone()
-        results.append([Hypothesis(tokens[b, :n].tolist(), value, weights, finished)])
+        results.append([Hypothesis(tokens[b][:n], value, weights, finished)])
     return results
 
 
