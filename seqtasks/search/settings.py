@@ -44,7 +44,9 @@ class SearchSettings:
         max_length: source tokens read (subwords); a longer source is cut, with a warning.
         cuda_graphs: on a GPU, replay each step of a Transformer decoder from a captured CUDA
             graph (`seqtasks.search.captured`): the same outputs, with one launch a step
-            instead of ~90. Other decoders, and a CPU, search as without it.
+            instead of ~90. It pays for greedy search in bf16 (1.74× on an H200); beam search
+            is slower with it (docs/gpu.md, "Decoding"). Other decoders, and a CPU, search as
+            without it.
         names: how the caller spells the fields, for its messages (`{"stop": "beam_stop"}`).
 
     Raises:
