@@ -1622,8 +1622,8 @@ MUTANTS = [
     Mutant(
         "the fixed-cache step not seeing its own position",
         "step_fixed",
-        "visible = (state.positions <= state.at)[None]",
-        "visible = (state.positions < state.at.clamp(min=1))[None]",
+        "visible = (state.positions[:length] <= state.at)[None]",
+        "visible = (state.positions[:length] < state.at.clamp(min=1))[None]",
         ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
     ),
     Mutant(
@@ -1636,8 +1636,8 @@ MUTANTS = [
     Mutant(
         "beam search's reordering not applied to the fixed caches",
         "reorder_fixed",
-        "cache.copy_(cache.index_select(0, rows))",
-        "cache.copy_(cache)",
+        "written.copy_(written.index_select(0, rows))",
+        "written.copy_(written)",
         ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
     ),
     Mutant(
@@ -1668,6 +1668,13 @@ MUTANTS = [
         "        return moved(self, device)\n",
         "",
         ("test_batching.py::test_batches_move_their_tensors_and_share_their_texts",),
+    ),
+    Mutant(
+        "a captured step reading a prefix that ends before its position",
+        "CapturedSteps.step",
+        "prefix = min(self.length, (self.steps // self.bucket + 1) * self.bucket)",
+        "prefix = min(self.length, self.steps // self.bucket * self.bucket + self.bucket // 2)",
+        ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
     ),
 ]
 

@@ -69,20 +69,28 @@ def start_fixed(
 
 
 def step_fixed(
-    decoder: TransformerDecoder, prev_tokens: Tensor, state: FixedState, need_weights: bool
+    decoder: TransformerDecoder,
+    prev_tokens: Tensor,
+    state: FixedState,
+    need_weights: bool,
+    prefix: int | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """(R,) previous tokens -> logits (R, V) and, if `need_weights`, the last layer's
     cross-attention (R, S), as `TransformerDecoder.step` gives them; writes the caches at
-    `state.at` and moves it on by one, in place."""
+    `state.at` and moves it on by one, in place. Only the caches' first `prefix` positions are
+    read (all L if None), which must hold `state.at`: a step early in a long search reads a
+    short prefix, and each prefix is a fixed view of the caches, capturable as they are."""
+    length = state.positions.numel() if prefix is None else prefix
     x = decoder.embeddings.at(prev_tokens[:, None], state.at)  # (R, 1, D)
-    visible = (state.positions <= state.at)[None]  # (1, L): this query sees positions ≤ at
+    visible = (state.positions[:length] <= state.at)[None]  # (1, P): it sees positions ≤ at
     stream: Stream = decoder.stack.begin(x)
     last = len(decoder.layers) - 1
     weights = None
     for i, layer in enumerate(decoder.layers):
         attend_prefix = partial(
             layer.self_attention.step_fixed,
-            keys=state.keys[i], values=state.values[i], at=state.at, visible=visible,
+            keys=state.keys[i][:, :, :length], values=state.values[i][:, :, :length],
+            at=state.at, visible=visible,
         )  # fmt: skip
         stream, weights = layer.step_with(
             stream, attend_prefix, state.memory[i], need_weights and i == last
@@ -92,7 +100,10 @@ def step_fixed(
     return logits, None if weights is None else weights[:, 0]
 
 
-def reorder_fixed(state: FixedState, rows: Tensor) -> None:
-    """Row r of every cache continues old row rows[r] (R,), in place (every row is kept)."""
+def reorder_fixed(state: FixedState, rows: Tensor, prefix: int | None = None) -> None:
+    """Row r of every cache continues old row rows[r] (R,), in place (every row is kept), over
+    the caches' first `prefix` positions (all if None): those written so far."""
+    length = state.positions.numel() if prefix is None else prefix
     for cache in (*state.keys, *state.values):
-        cache.copy_(cache.index_select(0, rows))
+        written = cache[:, :, :length]
+        written.copy_(written.index_select(0, rows))

@@ -42,7 +42,7 @@ def memory(seed: int, device: str = "cpu") -> Memory:
 def test_fixed_cache_steps_give_the_growing_caches_logits_and_attention(norm, positions):
     model, source, beam, length = decoder(1, norm, positions), memory(2), 3, 9
     rows = source.states.size(0) * beam
-    fixed = CapturedSteps(model, length, attention=True, capture=False)
+    fixed = CapturedSteps(model, length, attention=True, capture=False, bucket=4)  # 3 buckets
     growing_state, fixed_state = model.start(source, beam), fixed.start(source, beam)
     g = torch.Generator().manual_seed(5)
     prev = torch.randint(3, VOCAB, (rows,), generator=g)
@@ -77,11 +77,11 @@ def test_search_over_fixed_caches_finds_what_the_growing_caches_find(seed):
     model, source = decoder(seed), memory(seed + 10)
     limits = torch.tensor([7, 3, 11, 1])
     steps = int(limits.max())
-    fixed = CapturedSteps(model, steps, attention=True, capture=False)
+    fixed = CapturedSteps(model, steps, attention=True, capture=False, bucket=4)
     found = greedy(fixed, source, limits, attention=True, shrink_below=0.0)
     same(found, greedy(model, source, limits, attention=True))
     settings = SearchSettings(beam=3, n_best=2, length_alpha=0.6)
-    fixed = CapturedSteps(model, steps, attention=True, capture=False)
+    fixed = CapturedSteps(model, steps, attention=True, capture=False, bucket=5)
     found = beam_search(fixed, source, settings, limits, attention=True, shrink_below=0.0)
     same(found, beam_search(model, source, settings, limits, attention=True))
 
