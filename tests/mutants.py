@@ -1655,18 +1655,17 @@ MUTANTS = [
         ("test_captured.py::test_only_softmax_self_attention_transformers_take_fixed_caches",),
     ),
     Mutant(
-        "a translation batch not moved by its to(): left where it was",
-        "Batch.to",
+        "a batch not moved by its to(): left where it was",
+        "Travels.to",
         "return moved(self, device)",
         "return self",
         ("test_batching.py::test_batches_move_their_tensors_and_share_their_texts",),
     ),
     Mutant(
         "a captioning batch walked field by field again (no to())",
-        "CaptionBatch.to",
-        "    def to(self, device: torch.device | str) -> CaptionBatch:\n"
-        "        return moved(self, device)\n",
-        "",
+        "CaptionBatch",
+        "class CaptionBatch(Travels):",
+        "class CaptionBatch:",
         ("test_batching.py::test_batches_move_their_tensors_and_share_their_texts",),
     ),
     Mutant(

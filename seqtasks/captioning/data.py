@@ -21,13 +21,13 @@ from seqtasks.captioning.captions import (
 from seqtasks.captioning.features import FeatureCache
 from seqtasks.captioning.pixels import PixelCache
 from seqtasks.captioning.shapes import LEVELS, Scene, write_world
-from seqtasks.data.batch import moved, pin_for, pinned, teacher_forcing
+from seqtasks.data.batch import Travels, pin_for, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.words import WordTokenizer
 
 
 @dataclass
-class CaptionBatch:
+class CaptionBatch(Travels):
     """A batch of images, each with one target caption and all its references.
 
     `tgt_in` is BOS y_1 … y_n and `tgt_out` y_1 … y_n EOS, padded; `index` numbers the images in
@@ -44,12 +44,6 @@ class CaptionBatch:
 
     def __len__(self) -> int:
         return self.tgt_in.size(0)
-
-    def pin_memory(self) -> CaptionBatch:
-        return pinned(self)
-
-    def to(self, device: torch.device | str) -> CaptionBatch:
-        return moved(self, device)
 
 
 class CaptionDataset(Dataset):

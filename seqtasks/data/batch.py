@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
 import torch
@@ -16,8 +16,20 @@ from torch.utils.data import Dataset
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
+class Travels:
+    """What a dataclass batch needs to go to a device: `DataLoader(pin_memory=True)` pins it
+    and Lightning moves it through these, tensor by tensor, its other fields (texts,
+    references, scenes) shared (`pinned`, `moved`)."""
+
+    def pin_memory(self) -> Self:
+        return pinned(self)
+
+    def to(self, device: torch.device | str) -> Self:
+        return moved(self, device)
+
+
 @dataclass
-class Batch:
+class Batch(Travels):
     """A padded batch. Token tensors are (B, S) or (B, T); masks are true on real tokens.
 
     `tgt_in` is BOS y_1 … y_n and `tgt_out` is y_1 … y_n EOS; `index` numbers the examples in
@@ -34,12 +46,6 @@ class Batch:
 
     def __len__(self) -> int:
         return self.src.size(0)
-
-    def pin_memory(self) -> Batch:
-        return pinned(self)
-
-    def to(self, device: torch.device | str) -> Batch:
-        return moved(self, device)
 
 
 AnyBatch = TypeVar("AnyBatch")
