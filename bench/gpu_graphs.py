@@ -16,9 +16,11 @@ import argparse
 import json
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
+from gpu_profile import print_summary, profiled
 from gpu_train import synchronize
 from precision import inference_precision
 
@@ -34,6 +36,12 @@ def main() -> None:
     p.add_argument("--precisions", nargs="+", default=["32", "bf16"], choices=["32", "bf16"])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="also profile one greedy pass of each variant: tables and traces here",
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON line")
     args = p.parse_args()
     device = torch.device(args.device)
@@ -72,6 +80,12 @@ def main() -> None:
                   f"{row['sentences_per_s']:>10,.1f} sentences/s  "
                   f"outputs as float32's without graphs: {100 * row['same_as_fp32']:.1f} %",
                   flush=True)  # fmt: skip
+    if args.profile is not None:  # where each variant's time goes, greedy
+        for precision in args.precisions:
+            for graphs in (False, True):
+                stem = f"greedy_{precision}_graphs_{'on' if graphs else 'off'}"
+                run = partial(translate, 1, precision, graphs)
+                print_summary(profiled(run, device, args.profile, stem))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"{len(sources)} sentences of {args.src}, {name}, torch {torch.__version__}")
     if args.json:

@@ -155,7 +155,7 @@ elif [ "$PART" = graphs ]; then
   if [ -n "$BEST" ]; then  # greedy and beam 5 with and without CUDA graphs, float32 and bf16
     SIZE=(--rounds 3) && [ "${SMOKE:-0}" = 1 ] && SIZE=(--rounds 1 --sentences 24)
     run graphs 150 "$PY" bench/gpu_graphs.py --checkpoint "$BEST" "${SIZE[@]}" \
-      --src "$DATA/multi30k/test_2016_flickr.de"
+      --src "$DATA/multi30k/test_2016_flickr.de" --profile "$OUT/profile"
   fi
 elif [ "$PART" = quality ]; then
   # What quality a GPU buys in minutes: the parsing recipe's dev F1 (EVALB, beam 10) after 5
