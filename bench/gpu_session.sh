@@ -14,8 +14,9 @@
 # test_2016_flickr, sacreBLEU); the same recipe under `--trainer.strategy ddp --trainer.devices 1`
 # for 200 steps, and `seqtasks validate` of the best checkpoint with and without DDP; then
 # bench/gpu.py on transformer.yaml (today's, the baseline) and the recipe, decoding with the
-# trained checkpoint. `models`: bench/gpu.py on the Transformer-base sizes (25,000-token batches),
-# parsing and captioning, each baseline config first and its *_gpu.yaml after it.
+# trained checkpoint. `models`: bench/gpu.py on the Transformer-base sizes (25,000-token batches;
+# eager, then compiled), parsing and captioning, each baseline config first and its *_gpu.yaml
+# after it.
 # `graphs`: tests/search/test_captured.py, the recipe's fit and test, then bench/gpu_graphs.py on
 # its best checkpoint (greedy and beam 5, float32 and bf16, each with and without CUDA graphs).
 # Both parts also profile (bench/gpu_profile.py, under $OUT/profile: a table and a trace each):
@@ -141,6 +142,13 @@ if [ "$PART" = translation ]; then
 elif [ "$PART" = models ]; then
   step transformer_base "${BUDGETS[1]}" "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
     --profile "$OUT/profile" -- "${BASE_SIZES[@]}"
+  # The same sizes compiled (torch.compile with dynamic shapes: one compile for every batch shape,
+  # inside the untimed warm-up steps): the eager step is host-bound (~925 launches), and the
+  # compiler fuses what it can. Not in SMOKE: compiling takes minutes on a small CPU.
+  if [ "${SMOKE:-0}" != 1 ]; then
+    step transformer_base_compiled 240 "${MT[@]}" --data "$DATA/multi30k" "${BASE[@]}" --beams \
+      -- "${BASE_SIZES[@]}" --model.init_args.torch_compile true
+  fi
   step parsing "${BUDGETS[2]}" "${PARSE[@]}" --data "$DATA/ptb" "${SMALL[@]}" --beams 1 10 \
     "${PARSE_CKPT[@]}"
   # The shapes world is generated on first use (no download): a smaller one than the config's,
