@@ -5,7 +5,7 @@ and the share of outputs that are float32's without graphs, piece for piece (the
     python bench/gpu_graphs.py --checkpoint BEST.ckpt --src data/multi30k/test_2016_flickr.de
 
 Every variant decodes all sentences once untimed, then `--rounds` times interleaved with the
-others; the median is reported. Each call captures its graphs anew (once per batch), so their
+others; the median is reported. Each call captures its graphs anew (per batch), so their
 capture is inside the timed passes. On a CPU the setting changes nothing (it is measured all
 the same, as a check of the script).
 """
