@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self, TypeVar
 
@@ -54,13 +54,8 @@ AnyBatch = TypeVar("AnyBatch")
 def pinned(batch: AnyBatch) -> AnyBatch:
     """A copy of a dataclass batch with its tensors in page-locked memory, which
     `DataLoader(pin_memory=True)` asks for (through the batch's `pin_memory()`), so that copying
-    it to a GPU (Lightning copies with `non_blocking=True`) overlaps with the work there."""
-    tensors = {
-        f.name: value.pin_memory()
-        for f in dataclasses.fields(batch)
-        if isinstance(value := getattr(batch, f.name), Tensor)
-    }
-    return dataclasses.replace(batch, **tensors)
+    it to a GPU (`moved`, without blocking) overlaps with the work there."""
+    return with_tensors(batch, lambda tensor: tensor.pin_memory())
 
 
 def moved(batch: AnyBatch, device: torch.device | str) -> AnyBatch:
@@ -71,8 +66,14 @@ def moved(batch: AnyBatch, device: torch.device | str) -> AnyBatch:
     batch (its references and scenes) on the 2-core dev machine, host time in every step. To a
     GPU the copies do not block (from pinned memory they overlap the work there)."""
     device = torch.device(device)
+    return with_tensors(batch, lambda tensor: tensor.to(device, non_blocking=device.type == "cuda"))
+
+
+def with_tensors(batch: AnyBatch, change: Callable[[Tensor], Tensor]) -> AnyBatch:
+    """A copy of a dataclass batch with `change` applied to each of its tensor fields, the
+    other fields shared."""
     tensors = {
-        f.name: value.to(device, non_blocking=device.type == "cuda")
+        f.name: change(value)
         for f in dataclasses.fields(batch)
         if isinstance(value := getattr(batch, f.name), Tensor)
     }

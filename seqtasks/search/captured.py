@@ -111,7 +111,7 @@ class CapturedSteps:
         self.rows.copy_(torch.arange(rows.numel(), device=rows.device))
         pool = next(iter(self.graphs.values()))[0].pool() if self.graphs else None
         warmups = 1 if self.graphs else 2
-        captured = _captured(
+        captured = _capture_graph(
             lambda: self._eager(state, prefix, reordered), lambda: state.at.copy_(at), pool,
             warmups,
         )  # fmt: skip
@@ -120,7 +120,7 @@ class CapturedSteps:
         return captured
 
 
-def _captured(
+def _capture_graph(
     step: Callable[[], Outputs], restart: Callable[[], object], pool: object, warmups: int
 ) -> tuple[torch.cuda.CUDAGraph, Outputs]:
     """`step` captured into a CUDA graph after `warmups` runs on a side stream (as
