@@ -154,8 +154,8 @@ elif [ "$PART" = models ]; then
   # The shapes world is generated on first use (no download): a smaller one than the config's,
   # as the speed of a batch does not depend on how many images there are.
   step captioning "${BUDGETS[3]}" "${CAPTION[@]}" --data /tmp/seqtasks_shapes_bench --beams 1 3 \
-    "${CAPTION_CKPT[@]}" -- --data.init_args.num_train 3000 --data.init_args.num_val 100 \
-    --data.init_args.num_test 300 --data.init_args.num_holdout 100
+    "${CAPTION_CKPT[@]}" -- --data.init_args.counts.train 3000 --data.init_args.counts.val 100 \
+    --data.init_args.counts.test 300 --data.init_args.counts.holdout 100
 elif [ "$PART" = graphs ]; then
   [ -d .gpu/shared_data ] && export SEQTASKS_SHARED_DATA=$PWD/.gpu/shared_data
   run gpu_tests 90 "$PY" -m pytest -q -p no:cacheprovider -x tests/search/test_captured.py

@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from seqtasks.captioning.shapes import LEVELS, write_world
+from seqtasks.captioning.shapes import COUNTS, LEVELS, write_world
 from seqtasks.cli.arguments import check_outputs, non_negative_int, positive_int
 
 
@@ -26,11 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("data/shapes"))
     parser.add_argument("--level", type=int, choices=sorted(LEVELS), default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train", type=non_negative_int, default=10000, help="training images")
-    parser.add_argument("--val", type=non_negative_int, default=500)
-    parser.add_argument("--test", type=non_negative_int, default=500)
-    parser.add_argument(
-        "--holdout", type=non_negative_int, default=500, help="compositional hold-out images"
+    sizes = parser.add_argument_group("images per split (as ShapesData's counts)")
+    sizes.add_argument("--train", type=non_negative_int, default=COUNTS["train"])
+    sizes.add_argument("--val", type=non_negative_int, default=COUNTS["val"])
+    sizes.add_argument("--test", type=non_negative_int, default=COUNTS["test"])
+    sizes.add_argument(
+        "--holdout", type=non_negative_int, default=COUNTS["holdout"], help="compositional hold-out"
     )
     knobs = parser.add_argument_group("knobs (override the level's)")
     knobs.add_argument("--min-objects", type=positive_int)

@@ -105,8 +105,8 @@ MODELS = {
 DATA = {
     "translation": "{{data_dir: {work}/dates, num_train: 200}}",
     "parsing": "{{data_dir: {work}/ptb, min_count: 1000, test_split: dev}}",
-    "captioning": "{{data_dir: {work}/shapes, num_train: 16, num_val: 4, num_test: 4, "
-    "num_holdout: 4, batch_size: 8}}",
+    "captioning": "{{data_dir: {work}/shapes, counts: {{train: 16, val: 4, test: 4, holdout: 4}}, "
+    "batch_size: 8}}",
 }
 PLACES = {
     "seconds",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from seqtasks.captioning.captions import (
 )
 from seqtasks.captioning.features import FeatureCache
 from seqtasks.captioning.pixels import PixelCache
-from seqtasks.captioning.shapes import LEVELS, Scene, write_world
+from seqtasks.captioning.shapes import COUNTS, LEVELS, Scene, split_counts, write_world
 from seqtasks.data.batch import Travels, pin_for, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.words import WordTokenizer
@@ -231,7 +231,8 @@ class ShapesData(CaptionData):
     Args:
         data_dir: where the world is (or will be) written.
         level: difficulty, 1–4 (`seqtasks.captioning.shapes.LEVELS`).
-        num_train, num_val, num_test, num_holdout: images per split.
+        counts: images per split, by name (train, val, test, holdout), as `world.json` records
+            them; a split not named keeps its default (`seqtasks.captioning.shapes.COUNTS`).
         seed: seed of the world.
         test_split, batch_size, num_workers, image_cache: as in `CaptionData`.
     """
@@ -240,10 +241,7 @@ class ShapesData(CaptionData):
         self,
         data_dir: str = "data/shapes",
         level: int = 3,
-        num_train: int = 10000,
-        num_val: int = 500,
-        num_test: int = 500,
-        num_holdout: int = 500,
+        counts: Mapping[str, int] = COUNTS,
         seed: int = 0,
         test_split: str = "test",
         batch_size: int = 64,
@@ -251,7 +249,7 @@ class ShapesData(CaptionData):
         image_cache: str | None = None,
     ):
         world = LEVELS[level]
-        counts = {"train": num_train, "val": num_val, "test": num_test, "holdout": num_holdout}
+        counts = split_counts(counts)
         path = Path(data_dir)
         wanted = json.loads(json.dumps({"world": asdict(world), "counts": counts, "seed": seed}))
         if (path / "world.json").is_file():

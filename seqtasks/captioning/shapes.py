@@ -15,9 +15,10 @@ import csv
 import io
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -47,7 +48,8 @@ LOCATIONS = {
     (2, 2): "in the bottom right corner",
 }
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-SPLITS = ("train", "val", "test", "holdout")
+# images per split by default: train, val, test and the compositional hold-out
+COUNTS = MappingProxyType({"train": 10000, "val": 500, "test": 500, "holdout": 500})
 BACKGROUND = (24, 24, 24)
 SUPERSAMPLE = 4  # shapes are drawn at 4× and box-filtered down, for smooth edges
 
@@ -248,6 +250,18 @@ def examples(world: World, split: str, count: int, seed: int) -> Iterator[Exampl
 def generate(world: World, split: str, count: int, seed: int) -> list[Example]:
     """`examples` as a list."""
     return list(examples(world, split, count, seed))
+
+
+def split_counts(given: Mapping[str, int]) -> dict[str, int]:
+    """Images per split: `COUNTS` with those `given`; a ValueError names a split that is not
+    one of the world's or a count that is not a non-negative integer."""
+    for split, count in given.items():
+        if split not in COUNTS:
+            splits = ", ".join(COUNTS)
+            raise ValueError(f"counts: a shapes world has no split {split!r}; its splits: {splits}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"counts.{split} must be a non-negative integer, got {count!r}")
+    return {**COUNTS, **given}
 
 
 def write_world(out: Path, world: World, counts: dict[str, int], seed: int) -> None:

@@ -85,8 +85,6 @@ def beam_search(
     attention: bool = False,
     constraint: Constraint | None = None,
     shrink_below: float | None = None,
-    bos: int = BOS_ID,
-    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: all inputs and all K = `settings.beam` beams advance together as
     B·K rows, each input ending at its `max_length` (an int, or (B,) limits), and gives the
@@ -136,7 +134,7 @@ def beam_search(
         count=torch.zeros(batch, dtype=torch.long, device=device),
         best=torch.full((batch, n_best), -INF, dtype=torch.float64, device=device),
     )
-    prev = torch.full((batch * k,), bos, dtype=torch.long, device=device)
+    prev = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
     history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (n·K, t)
     kept: Tensor | None = None  # (n·K, t, S) the attention behind each row's tokens
     offsets = torch.arange(batch, device=device)[:, None] * k  # (n, 1) each group's first row
@@ -150,7 +148,7 @@ def beam_search(
         top_scores, top_index = candidates.topk(min(2 * k, k * width), dim=-1)  # (n, 2K)
         origin = top_index // width  # (n, 2K) the beam each extends
         token = row_tokens.view(n, k * width).gather(1, top_index)  # (n, 2K)
-        is_eos = token == eos
+        is_eos = token == EOS_ID
         old_history, old_kept = history, kept
         if attention and weights is not None:
             step_weights = weights.float()[:, None, :]  # (n·K, 1, S): the attention behind t

@@ -24,8 +24,6 @@ from seqtasks.search.hypothesis import (
 def _one_path(
     decoder: Decoder,
     memory: Memory,
-    bos: int,
-    eos: int,
     max_length: int | Tensor,
     pick: Callable[[Tensor], Tensor],
     attention: bool,
@@ -48,10 +46,10 @@ def _one_path(
     shrink = shrink_threshold(shrink_below, device)
     state = decoder.start(memory)
     constraint_state = constraint.start(limits, 1) if constraint is not None else None
-    prev = torch.full((batch,), bos, dtype=torch.long, device=device)
+    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     inputs, limit = torch.arange(batch, device=device), limits  # (R,) each row's input, limit
     live = torch.ones(batch, dtype=torch.bool, device=device)  # (R,)
-    tokens = torch.full((batch, steps), eos, dtype=torch.long, device=device)  # (B, T)
+    tokens = torch.full((batch, steps), EOS_ID, dtype=torch.long, device=device)  # (B, T)
     log_probs_chosen = torch.zeros((batch, steps), device=device)  # (B, T)
     kept: Tensor | None = None  # (B, T, S) the attention behind each token
     for t in range(steps):
@@ -66,7 +64,7 @@ def _one_path(
             if kept is None:
                 kept = weights.new_zeros((batch, steps, weights.size(-1)), dtype=torch.float)
             kept[inputs, t] = weights.float()
-        live &= (choice != eos) & (limit > t + 1)
+        live &= (choice != EOS_ID) & (limit > t + 1)
         rows = live.sum().item()  # the step's one read-back
         if not rows:
             break
@@ -77,14 +75,13 @@ def _one_path(
                 constraint_state = constraint.reorder(constraint_state, index)
             inputs, limit, live = inputs[index], limit[index], live[index]
         prev = choice
-    return _read_back(tokens, log_probs_chosen, limits, eos, kept, memory.lengths.tolist())
+    return _read_back(tokens, log_probs_chosen, limits, kept, memory.lengths.tolist())
 
 
 def _read_back(
     tokens: Tensor,
     log_probs: Tensor,
     limits: Tensor,
-    eos: int,
     attention: Tensor | None,
     valid: list[int],
 ) -> list[list[Hypothesis]]:
@@ -96,7 +93,7 @@ def _read_back(
     steps = tokens.size(1)
     written = limits.clamp(min=1, max=steps)  # (B,) a first step is taken even at limit 0
     past = torch.arange(steps, device=tokens.device) >= written[:, None]  # (B, T)
-    stops = torch.cat([(tokens == eos) | past, past.new_ones(len(past), 1)], 1)  # (B, T + 1)
+    stops = torch.cat([(tokens == EOS_ID) | past, past.new_ones(len(past), 1)], 1)  # (B, T + 1)
     length = stops.int().argmax(1)  # (B,) the first stop
     ended = length < written
     sums = F.pad(log_probs.double().cumsum(1), (1, 0))  # (B, T + 1) the sums of the first j
@@ -118,13 +115,11 @@ def greedy(
     attention: bool = False,
     constraint: Constraint | None = None,
     shrink_below: float | None = None,
-    bos: int = BOS_ID,
-    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
     """The most probable (allowed) next token at every step, for a whole batch at once, each
     input ending at its `max_length` (an int, or (B,) limits)."""
     return _one_path(
-        decoder, memory, bos, eos, max_length, _most_probable, attention, constraint, shrink_below
+        decoder, memory, max_length, _most_probable, attention, constraint, shrink_below
     )
 
 
@@ -143,8 +138,6 @@ def sample(
     generator: torch.Generator | None = None,
     attention: bool = False,
     constraint: Constraint | None = None,
-    bos: int = BOS_ID,
-    eos: int = EOS_ID,
 ) -> list[list[Hypothesis]]:
     """Ancestral sampling, optionally from the `top_k` tokens only, at `temperature`. A draw
     takes one number from `generator` per row, so finished rows leave the batch at once
@@ -157,4 +150,4 @@ def sample(
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
         return torch.multinomial(scaled.softmax(-1), 1, generator=generator)[:, 0]
 
-    return _one_path(decoder, memory, bos, eos, max_length, pick, attention, constraint, 1.0)
+    return _one_path(decoder, memory, max_length, pick, attention, constraint, 1.0)

@@ -21,7 +21,7 @@ def shapes_model(tmp_path_factory) -> tuple[Path, Path]:
     """(checkpoint, shapes folder) of a soft-attention model trained for 3 steps, whose
     captions stop after 8 words."""
     root = tmp_path_factory.mktemp("shapes")
-    sizes = [f"--data.init_args.num_{split}=6" for split in ("train", "val", "test", "holdout")]
+    sizes = [f"--data.init_args.counts.{split}=6" for split in ("train", "val", "test", "holdout")]
     fit_in_process(
         "--config",
         str(REPO / "configs/captioning/shapes_soft.yaml"),
@@ -345,7 +345,7 @@ def test_a_model_without_attention_is_scored_on_the_shapes_world_without_hits(
     truthfulness but no attention hit rate (it used to end in a traceback)."""
     _, data = shapes_model
     root = tmp_path / "runs"
-    sizes = [f"--data.init_args.num_{split}=6" for split in ("train", "val", "test", "holdout")]
+    sizes = [f"--data.init_args.counts.{split}=6" for split in ("train", "val", "test", "holdout")]
     fit_in_process(
         "--config",
         str(REPO / "configs/captioning/shapes_no_attention.yaml"),

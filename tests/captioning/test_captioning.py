@@ -139,7 +139,7 @@ def shapes_task(vocab_size: int, **kwargs) -> CaptioningTask:
 def shapes(tmp_path_factory) -> ShapesData:
     folder = tmp_path_factory.mktemp("shapes") / "level1"
     return ShapesData(
-        str(folder), level=1, num_train=16, num_val=4, num_test=4, num_holdout=4, batch_size=8
+        str(folder), level=1, counts={"train": 16, "val": 4, "test": 4, "holdout": 4}, batch_size=8
     )
 
 

@@ -15,6 +15,8 @@ from torch.utils.data import DataLoader
 from seqtasks.captioning import pixels as pixel_module
 from seqtasks.captioning.data import CaptionData, ShapesData
 
+TINY = {"train": 8, "val": 4, "test": 4, "holdout": 4}  # images per split of a level-1 world
+
 
 def all_pixels(data: CaptionData, stage: str) -> list[torch.Tensor]:
     dataset = data.datasets[stage]
@@ -43,13 +45,12 @@ def test_cached_jpegs_give_the_pixels_decoding_gives(tmp_path):
 @pytest.fixture
 def shapes_dir(tmp_path):
     folder = tmp_path / "shapes"
-    ShapesData(str(folder), level=1, num_train=8, num_val=4, num_test=4, num_holdout=4)
+    ShapesData(str(folder), level=1, counts=TINY)
     return folder
 
 
 def shapes(folder, cache=None, **kwargs) -> ShapesData:
-    data = ShapesData(str(folder), level=1, num_train=8, num_val=4, num_test=4, num_holdout=4,
-                      batch_size=4, image_cache=cache, **kwargs)  # fmt: skip
+    data = ShapesData(str(folder), level=1, counts=TINY, batch_size=4, image_cache=cache, **kwargs)
     data.setup("fit")
     return data
 

@@ -21,6 +21,7 @@ from seqtasks.captioning.shapes import (
     generate,
     listing,
     sample_scene,
+    split_counts,
     write_world,
 )
 
@@ -162,8 +163,8 @@ def test_attention_hits_and_judgement():
 
 
 def test_shapes_data_writes_once_and_refuses_another_world(tmp_path):
-    counts = dict(num_train=12, num_val=3, num_test=3, num_holdout=3)
-    data = ShapesData(str(tmp_path / "w"), level=2, **counts)
+    counts = {"train": 12, "val": 3, "test": 3, "holdout": 3}
+    data = ShapesData(str(tmp_path / "w"), level=2, counts=counts)
     assert {k: len(v) for k, v in data.images.items()} == {
         "train": 12,
         "val": 3,
@@ -172,10 +173,10 @@ def test_shapes_data_writes_once_and_refuses_another_world(tmp_path):
     }
     assert all(image.scene is not None and len(image.captions) >= 4 for image in data.images["val"])
     assert json.loads((tmp_path / "w" / "world.json").read_text())["counts"]["train"] == 12
-    again = ShapesData(str(tmp_path / "w"), level=2, **counts)
+    again = ShapesData(str(tmp_path / "w"), level=2, counts=counts)
     assert again.tokenizer.vocabulary == data.tokenizer.vocabulary
     with pytest.raises(ValueError, match="another shapes world"):
-        ShapesData(str(tmp_path / "w"), level=3, **counts)
+        ShapesData(str(tmp_path / "w"), level=3, counts=counts)
 
 
 def test_write_world_layout_reads_back(tmp_path):
@@ -185,3 +186,19 @@ def test_write_world_layout_reads_back(tmp_path):
     splits = read_captions(tmp_path)
     assert [image.name for image in splits["val"]] == ["val_00000.png", "val_00001.png"]
     assert splits["train"][0].captions == generate(LEVELS[1], "train", 1, 3)[0].captions
+
+
+def test_split_counts_fill_the_defaults_and_name_what_they_refuse():
+    assert split_counts({"train": 12, "holdout": 0}) == {
+        "train": 12,
+        "val": 500,
+        "test": 500,
+        "holdout": 0,
+    }
+    with pytest.raises(ValueError, match=r"no split 'dev'; its splits: train, val, test, holdout"):
+        split_counts({"dev": 3})
+    for bad in (-1, 2.5, True):
+        with pytest.raises(
+            ValueError, match=rf"counts.val must be a non-negative integer, got {bad}"
+        ):
+            split_counts({"val": bad})

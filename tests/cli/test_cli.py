@@ -80,7 +80,7 @@ def data_overrides(
         ptb = ptb or prepare_ptb(tmp_path / "ptb")
         return ["--data.init_args.data_dir", str(ptb), *SMALL_BATCHES]
     if issubclass(cls, ShapesData):  # generates a small world into data_dir
-        sizes = [f"--data.init_args.num_{split}=8" for split in ("train", "val", "test", "holdout")]
+        sizes = ["--data.init_args.counts", "{train: 8, val: 8, test: 8, holdout: 8}"]
         return ["--data.init_args.data_dir", str(tmp_path / "shapes"), *sizes]
     if issubclass(cls, CaptionData):  # the shared photos, with an untrained, uncached backbone
         return [

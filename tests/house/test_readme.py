@@ -20,7 +20,7 @@ from mutants import copy_tree
 BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 FIT_STEPS = "--trainer.max_steps 5 --trainer.limit_val_batches 2"
 SHAPES = " ".join(
-    f"--data.init_args.num_{split} {count}"
+    f"--data.init_args.counts.{split} {count}"
     for split, count in {"train": 64, "val": 16, "test": 16, "holdout": 16}.items()
 )
 # (pattern, replacement): each documented in the README's "Development" section.

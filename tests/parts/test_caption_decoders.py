@@ -149,10 +149,8 @@ def test_image_encoder_with_decoder_trains_and_searches(name):
     assert encoder.cnn[0].weight.grad.abs().sum() > 0, "no gradient reached the CNN"
     encoder.eval(), decoder.eval()
     memory = encoder(images)
-    one = greedy(decoder, memory, 5, attention=True, bos=2, eos=3)
-    beam = beam_search(
-        decoder, memory, SearchSettings(1, length_alpha=0.0), 5, attention=True, bos=2, eos=3
-    )
+    one = greedy(decoder, memory, 5, attention=True)
+    beam = beam_search(decoder, memory, SearchSettings(1, length_alpha=0.0), 5, attention=True)
     assert [h[0].tokens for h in one] == [h[0].tokens for h in beam]
     if name != "show-tell":
         assert all(h[0].attention.shape == (len(h[0].tokens), 16) for h in one if h[0].tokens)

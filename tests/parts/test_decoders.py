@@ -422,5 +422,5 @@ def test_encoder_decoder_matrix(cell, decoder_name):
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert encoder.embedding.weight.grad.abs().sum() > 0, "no gradient reached the encoder"
     encoder.eval(), decoder.eval()
-    results = greedy(decoder, encoder(src, mask), 5, bos=2, eos=3)
+    results = greedy(decoder, encoder(src, mask), 5)
     assert len(results) == B and all(len(r) == 1 and len(r[0].tokens) <= 5 for r in results)

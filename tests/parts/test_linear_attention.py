@@ -96,7 +96,7 @@ def test_a_linear_transformer_decodes_step_by_step_as_it_teacher_forces():
         logits, state, _ = decoder.step(tgt_in[:, t], state)
         assert torch.allclose(logits, forced[:, t], atol=1e-4), t
     assert state.self_keys[0].shape == (2, H, D // H, D // H)  # the same size at every length
-    (best,), _ = beam_search(decoder, memory, SearchSettings(3), 8, bos=1, eos=2)
+    (best,), _ = beam_search(decoder, memory, SearchSettings(3), 8)
     assert best.tokens is not None
 
 

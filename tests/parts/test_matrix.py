@@ -129,7 +129,7 @@ def tiny_ptb(ptb_dir, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def data_configs(toy_data_dir, tiny_ptb, tmp_path_factory) -> dict[str, dict]:
     shapes = tmp_path_factory.mktemp("matrix_shapes") / "w"
-    counts = {f"num_{split}": 4 for split in ("train", "val", "test", "holdout")}
+    counts = {split: 4 for split in ("train", "val", "test", "holdout")}
     return {
         "translation": {
             "class_path": "seqtasks.translation.data.TranslationData",
@@ -141,7 +141,7 @@ def data_configs(toy_data_dir, tiny_ptb, tmp_path_factory) -> dict[str, dict]:
         },
         "captioning": {
             "class_path": "seqtasks.captioning.data.ShapesData",
-            "init_args": {"data_dir": str(shapes), "level": 1, "batch_size": 4, **counts},
+            "init_args": {"data_dir": str(shapes), "level": 1, "batch_size": 4, "counts": counts},
         },
     }
 

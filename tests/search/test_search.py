@@ -102,10 +102,8 @@ def rescore(decoder, memory: Memory, row: int, tokens: list[int], finished: bool
 def test_beam_one_equals_greedy(case):
     encoder, decoder = make_model(**CASES[case])
     memory = encode(encoder)
-    greedy_out = greedy(decoder, memory, 8, bos=BOS, eos=EOS)
-    beam_out = beam_search(
-        decoder, memory, SearchSettings(1, length_alpha=0.0), 8, bos=BOS, eos=EOS
-    )
+    greedy_out = greedy(decoder, memory, 8)
+    beam_out = beam_search(decoder, memory, SearchSettings(1, length_alpha=0.0), 8)
     for g, b in zip(greedy_out, beam_out, strict=True):
         assert len(g) == len(b) == 1
         assert b[0].tokens == g[0].tokens
@@ -116,7 +114,7 @@ def test_beam_one_equals_greedy(case):
 def test_greedy_scores_are_log_probabilities():
     encoder, decoder = make_model(**CASES["mixed-luong"])
     memory = encode(encoder)
-    results = greedy(decoder, memory, 8, bos=BOS, eos=EOS)
+    results = greedy(decoder, memory, 8)
     assert {r[0].finished for r in results} == {True, False}, "test both kinds"
     for row, (hyp,) in enumerate(results):
         expected, _ = rescore(decoder, memory, row, hyp.tokens, hyp.finished)
@@ -136,8 +134,6 @@ def test_n_best_sorted_distinct_and_rescorable(case):
         SearchSettings(4, length_alpha=alpha, n_best=4),
         7,
         attention=True,
-        bos=BOS,
-        eos=EOS,
     )
     assert len(results) == len(LENGTHS)
     for row, nbest in enumerate(results):
@@ -199,9 +195,7 @@ def test_wide_beam_finds_the_best_normalised_output_by_enumeration(alpha):
     allowed[[*words, EOS]] = 0.0
     decoder.inner.readout.out.bias.data += allowed  # only words and EOS have probability
     memory = encode(encoder, *sources(lengths=[5, 2]))
-    results = beam_search(
-        decoder, memory, SearchSettings(16, length_alpha=alpha, n_best=5), limit, bos=BOS, eos=EOS
-    )
+    results = beam_search(decoder, memory, SearchSettings(16, length_alpha=alpha, n_best=5), limit)
     for row, nbest in enumerate(results):
         ranked = sorted(
             (
@@ -218,10 +212,8 @@ def test_wide_beam_finds_the_best_normalised_output_by_enumeration(alpha):
 def test_beam_finds_at_least_as_good_as_greedy(case):
     encoder, decoder = make_model(**CASES[case])
     memory = encode(encoder)
-    greedy_out = greedy(decoder, memory, 8, bos=BOS, eos=EOS)
-    beam_out = beam_search(
-        decoder, memory, SearchSettings(4, length_alpha=0.0), 8, bos=BOS, eos=EOS
-    )
+    greedy_out = greedy(decoder, memory, 8)
+    beam_out = beam_search(decoder, memory, SearchSettings(4, length_alpha=0.0), 8)
     for g, b in zip(greedy_out, beam_out, strict=True):
         if g[0].finished and b[0].finished:
             assert b[0].score >= g[0].score - 1e-5
@@ -230,7 +222,7 @@ def test_beam_finds_at_least_as_good_as_greedy(case):
 def test_n_best_cannot_exceed_beam():
     encoder, decoder = make_model()
     with pytest.raises(ValueError, match="n_best"):
-        beam_search(decoder, encode(encoder), SearchSettings(2, n_best=3), 5, bos=BOS, eos=EOS)
+        beam_search(decoder, encode(encoder), SearchSettings(2, n_best=3), 5)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam", "sample"])
@@ -239,13 +231,11 @@ def test_model_that_never_ends_is_cut_at_max_length(search):
     memory = encode(encoder)
     limit = 6
     if search == "greedy":
-        results = greedy(decoder, memory, limit, bos=BOS, eos=EOS)
+        results = greedy(decoder, memory, limit)
     elif search == "beam":
-        results = beam_search(decoder, memory, SearchSettings(3, n_best=2), limit, bos=BOS, eos=EOS)
+        results = beam_search(decoder, memory, SearchSettings(3, n_best=2), limit)
     else:
-        results = sample(
-            decoder, memory, limit, generator=torch.Generator().manual_seed(0), bos=BOS, eos=EOS
-        )
+        results = sample(decoder, memory, limit, generator=torch.Generator().manual_seed(0))
     assert len(results) == len(LENGTHS)
     for nbest in results:
         assert len(nbest) >= 1
@@ -261,14 +251,14 @@ def test_per_row_max_length(search):
     memory = encode(encoder)
     limits = torch.tensor([2, 5, 1, 3])
     if search == "greedy":
-        results = greedy(decoder, memory, limits, bos=BOS, eos=EOS)
+        results = greedy(decoder, memory, limits)
     else:
-        results = beam_search(decoder, memory, SearchSettings(3), limits, bos=BOS, eos=EOS)
+        results = beam_search(decoder, memory, SearchSettings(3), limits)
     assert [len(r[0].tokens) for r in results] == limits.tolist()
     # And a model that can end never exceeds its row's limit.
     encoder, decoder = make_model(**MIXED)
     memory = encode(encoder)
-    results = beam_search(decoder, memory, SearchSettings(3, n_best=3), limits, bos=BOS, eos=EOS)
+    results = beam_search(decoder, memory, SearchSettings(3, n_best=3), limits)
     for nbest, limit in zip(results, limits.tolist(), strict=True):
         assert all(len(h.tokens) <= limit for h in nbest)
 
@@ -285,9 +275,7 @@ def test_batched_beam_equals_one_sentence_at_a_time(case):
     src, mask = sources()
     memory = encode(encoder, src, mask)
     limits = max_lengths(memory, 1.0, 3)
-    batched = beam_search(
-        decoder, memory, SearchSettings(3, length_alpha=1.0, n_best=3), limits, bos=BOS, eos=EOS
-    )
+    batched = beam_search(decoder, memory, SearchSettings(3, length_alpha=1.0, n_best=3), limits)
     for row, length in enumerate(LENGTHS):
         alone_memory = encode(encoder, src[row : row + 1, :length], mask[row : row + 1, :length])
         alone = beam_search(
@@ -295,8 +283,6 @@ def test_batched_beam_equals_one_sentence_at_a_time(case):
             alone_memory,
             SearchSettings(3, length_alpha=1.0, n_best=3),
             limits[row : row + 1],
-            bos=BOS,
-            eos=EOS,
         )[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[row]]
         assert [h.finished for h in alone] == [h.finished for h in batched[row]]
@@ -308,14 +294,12 @@ def test_batched_beam_equals_one_sentence_at_a_time(case):
 def test_batched_greedy_equals_one_sentence_at_a_time(case):
     encoder, decoder = make_model(**CASES[case])
     src, mask = sources()
-    batched = greedy(decoder, encode(encoder, src, mask), 8, bos=BOS, eos=EOS)
+    batched = greedy(decoder, encode(encoder, src, mask), 8)
     for row, length in enumerate(LENGTHS):
         alone = greedy(
             decoder,
             encode(encoder, src[row : row + 1, :length], mask[row : row + 1, :length]),
             8,
-            bos=BOS,
-            eos=EOS,
         )
         assert alone[0][0].tokens == batched[row][0].tokens
         assert alone[0][0].score == pytest.approx(batched[row][0].score, abs=1e-4)
@@ -326,11 +310,9 @@ def test_return_attention(search):
     encoder, decoder = make_model(**NEVER_ENDS)
     memory = encode(encoder)
     if search == "greedy":
-        results = greedy(decoder, memory, 5, attention=True, bos=BOS, eos=EOS)
+        results = greedy(decoder, memory, 5, attention=True)
     elif search == "beam":
-        results = beam_search(
-            decoder, memory, SearchSettings(3, n_best=3), 5, attention=True, bos=BOS, eos=EOS
-        )
+        results = beam_search(decoder, memory, SearchSettings(3, n_best=3), 5, attention=True)
     else:
         results = sample(
             decoder,
@@ -338,22 +320,20 @@ def test_return_attention(search):
             5,
             generator=torch.Generator().manual_seed(0),
             attention=True,
-            bos=BOS,
-            eos=EOS,
         )
     for row, nbest in enumerate(results):
         for hyp in nbest:
             assert hyp.attention is not None
             assert hyp.attention.shape == (len(hyp.tokens), LENGTHS[row])
             torch.testing.assert_close(hyp.attention.sum(-1), torch.ones(len(hyp.tokens)))
-    for nbest in greedy(decoder, memory, 5, bos=BOS, eos=EOS):
+    for nbest in greedy(decoder, memory, 5):
         assert nbest[0].attention is None  # not asked for
 
 
 def test_greedy_attention_is_the_models():
     encoder, decoder = make_model(**CASES["mixed-luong"])
     memory = encode(encoder)
-    for row, (hyp,) in enumerate(greedy(decoder, memory, 8, attention=True, bos=BOS, eos=EOS)):
+    for row, (hyp,) in enumerate(greedy(decoder, memory, 8, attention=True)):
         _, attention = rescore(decoder, memory, row, hyp.tokens, hyp.finished)
         torch.testing.assert_close(
             hyp.attention, attention[: len(hyp.tokens), : LENGTHS[row]], atol=1e-5, rtol=1e-5
@@ -366,9 +346,7 @@ def test_sample_is_reproducible_with_a_seeded_generator():
 
     def run(seed: int):
         generator = torch.Generator().manual_seed(seed)
-        return [
-            r[0].tokens for r in sample(decoder, memory, 10, generator=generator, bos=BOS, eos=EOS)
-        ]
+        return [r[0].tokens for r in sample(decoder, memory, 10, generator=generator)]
 
     assert run(7) == run(7)
     assert any(run(7) != run(s) for s in (8, 9, 10)), "different seeds, different samples"
@@ -378,10 +356,8 @@ def test_sample_is_reproducible_with_a_seeded_generator():
 def test_sample_top_k_one_is_greedy(case):
     encoder, decoder = make_model(**CASES[case])
     memory = encode(encoder)
-    greedy_out = greedy(decoder, memory, 8, bos=BOS, eos=EOS)
-    sampled = sample(
-        decoder, memory, 8, top_k=1, generator=torch.Generator().manual_seed(0), bos=BOS, eos=EOS
-    )
+    greedy_out = greedy(decoder, memory, 8)
+    sampled = sample(decoder, memory, 8, top_k=1, generator=torch.Generator().manual_seed(0))
     assert [r[0].tokens for r in sampled] == [r[0].tokens for r in greedy_out]
     low_temperature = sample(
         decoder,
@@ -389,8 +365,6 @@ def test_sample_top_k_one_is_greedy(case):
         8,
         temperature=1e-4,
         generator=torch.Generator().manual_seed(0),
-        bos=BOS,
-        eos=EOS,
     )
     assert [r[0].tokens for r in low_temperature] == [r[0].tokens for r in greedy_out]
 
@@ -440,10 +414,8 @@ def test_beam_does_not_stop_while_a_live_hypothesis_is_better(beam_size, alpha):
     )
     best = [4, 5, 6]
     best_score = float(decoder.log_table[[BOS, 4, 5, 6], [4, 5, 6, EOS]].sum())
-    assert greedy(decoder, memory, 10, bos=BOS, eos=EOS)[0][0].tokens == best
-    results = beam_search(
-        decoder, memory, SearchSettings(beam_size, length_alpha=alpha), 10, bos=BOS, eos=EOS
-    )
+    assert greedy(decoder, memory, 10)[0][0].tokens == best
+    results = beam_search(decoder, memory, SearchSettings(beam_size, length_alpha=alpha), 10)
     for (hyp,) in results:
         assert hyp.tokens == best
         assert hyp.finished
@@ -473,9 +445,7 @@ def test_beam_stops_once_no_live_hypothesis_can_change_the_best():
         states=torch.zeros(1, 3, 4), mask=torch.ones(1, 3, dtype=torch.bool),
         summary=torch.zeros(1, 4),
     )  # fmt: skip
-    ((best,),) = beam_search(
-        decoder, memory, SearchSettings(3, length_alpha=1.0), 10, bos=BOS, eos=EOS
-    )
+    ((best,),) = beam_search(decoder, memory, SearchSettings(3, length_alpha=1.0), 10)
     assert decoder.steps == 1
     assert best.tokens == [] and best.finished
     assert best.score == pytest.approx(math.log(1 / (1 + 7e-4)), abs=1e-6)
@@ -513,9 +483,7 @@ def test_heuristic_stop_ends_once_k_finished_beat_the_best_live_beam_ending_next
         states=torch.zeros(1, 3, 4), mask=torch.ones(1, 3, dtype=torch.bool),
         summary=torch.zeros(1, 4),
     )  # fmt: skip
-    ((found,),) = beam_search(
-        decoder, memory, SearchSettings(2, length_alpha=1.0, stop=stop), 10, bos=BOS, eos=EOS
-    )
+    ((found,),) = beam_search(decoder, memory, SearchSettings(2, length_alpha=1.0, stop=stop), 10)
     assert found.tokens == best
     assert decoder.steps == steps
     path = [BOS, *best, EOS]
@@ -529,7 +497,7 @@ def test_an_unknown_stop_rule_is_refused_by_name():
         summary=torch.zeros(1, 4),
     )  # fmt: skip
     with pytest.raises(ValueError, match="stop must be one of exact, heuristic, got 'early'"):
-        beam_search(decoder, memory, SearchSettings(2, stop="early"), 5, bos=BOS, eos=EOS)
+        beam_search(decoder, memory, SearchSettings(2, stop="early"), 5)
 
 
 class Forbid:
@@ -559,13 +527,9 @@ def test_constraints(case):
     encoder, decoder = make_model(**CASES[case])
     memory = encode(encoder)
     runs = {
-        "greedy": partial(greedy, decoder, memory, 8, bos=BOS, eos=EOS),
-        "beam": partial(
-            beam_search, decoder, memory, SearchSettings(3, n_best=3), 8, bos=BOS, eos=EOS
-        ),
-        "sample": partial(
-            sample, decoder, memory, 8, generator=torch.Generator(), bos=BOS, eos=EOS
-        ),
+        "greedy": partial(greedy, decoder, memory, 8),
+        "beam": partial(beam_search, decoder, memory, SearchSettings(3, n_best=3), 8),
+        "sample": partial(sample, decoder, memory, 8, generator=torch.Generator()),
     }
     for name, run in runs.items():
         free, anything = run(), run(constraint=Forbid(None))
@@ -583,8 +547,6 @@ def test_constraints(case):
         SearchSettings(1, length_alpha=0.0),
         8,
         constraint=Forbid(5),
-        bos=BOS,
-        eos=EOS,
     )
     assert [g[0].tokens for g in greedy_out] == [b[0].tokens for b in beam_out]
 

@@ -176,7 +176,7 @@ def test_beam_search_equals_the_reference(seed, shrink):
     found = beam_search(
         case.decoder, case.memory, case.search_settings, case.limits,
         attention=case.settings["return_attention"], constraint=case.constraint,
-        shrink_below=shrink, bos=BOS, eos=EOS,
+        shrink_below=shrink,
     )  # fmt: skip
     assert_same(found, expected, exact=shrink is None)
 
@@ -190,7 +190,7 @@ def test_greedy_equals_the_reference(seed, shrink):
     expected = reference.greedy(*args, attention, case.constraint)
     found = greedy(
         case.decoder, case.memory, case.limits, attention=attention, constraint=case.constraint,
-        shrink_below=shrink, bos=BOS, eos=EOS,
+        shrink_below=shrink,
     )  # fmt: skip
     assert_same(found, expected, exact=shrink is None)
 
@@ -206,7 +206,7 @@ def test_sample_equals_the_reference_with_the_same_generator(seed):
     found = sample(
         case.decoder, case.memory, case.limits, temperature=1.3, top_k=3,
         generator=torch.Generator().manual_seed(seed), attention=attention,
-        constraint=case.constraint, bos=BOS, eos=EOS,
+        constraint=case.constraint,
     )  # fmt: skip
     assert_same(found, expected, exact=True)
 
@@ -277,9 +277,7 @@ def test_equal_scores_rank_as_the_reference_ranks_them(shrink):
     args = (Tied(), memory, BOS, EOS, torch.tensor([3, 6]))
     expected = reference.beam_search(*args, beam_size=3, n_best=3)
     assert expected[0][0].score == expected[0][1].score, "a tie to rank"
-    found = beam_search(
-        Tied(), memory, SearchSettings(3, n_best=3), args[-1], shrink_below=shrink, bos=BOS, eos=EOS
-    )
+    found = beam_search(Tied(), memory, SearchSettings(3, n_best=3), args[-1], shrink_below=shrink)
     assert_same(found, expected, True)
 
 
@@ -291,9 +289,9 @@ def test_the_shortest_limits_equal_the_reference(limit):
     case = draw(3)
     limits = torch.full_like(case.limits, limit)
     args = (case.decoder, case.memory, BOS, EOS, limits)
-    found = greedy(case.decoder, case.memory, limits, bos=BOS, eos=EOS)
+    found = greedy(case.decoder, case.memory, limits)
     assert_same(found, reference.greedy(*args), exact=True)
-    found = beam_search(case.decoder, case.memory, SearchSettings(3), limits, bos=BOS, eos=EOS)
+    found = beam_search(case.decoder, case.memory, SearchSettings(3), limits)
     assert_same(found, reference.beam_search(*args, beam_size=3), True)
 
 
@@ -387,7 +385,7 @@ def test_a_step_reads_back_one_small_tensor(search):
 
         def new(decoder, memory):
             settings = SearchSettings(4, n_best=2)
-            return beam_search(decoder, memory, settings, 9, shrink_below=0.0, bos=BOS, eos=EOS)
+            return beam_search(decoder, memory, settings, 9, shrink_below=0.0)
 
         def old(decoder, memory):
             return reference.beam_search(decoder, memory, BOS, EOS, 9, beam_size=4, n_best=2)
@@ -395,7 +393,7 @@ def test_a_step_reads_back_one_small_tensor(search):
     else:
 
         def new(decoder, memory):
-            return greedy(decoder, memory, 9, shrink_below=0.0, bos=BOS, eos=EOS)
+            return greedy(decoder, memory, 9, shrink_below=0.0)
 
         def old(decoder, memory):
             return reference.greedy(decoder, memory, BOS, EOS, 9)

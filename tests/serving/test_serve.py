@@ -204,7 +204,7 @@ def checkpoints(toy_data_dir, ptb_dir, tmp_path_factory, monkeypatch_module) -> 
     for split, count in (("train", 40), ("dev", 6)):
         lines = (ptb_dir / f"{split}.mrg").read_text().splitlines()[:count]
         (trees / f"{split}.mrg").write_text("\n".join(lines) + "\n")
-    shapes = {f"num_{split}": 4 for split in ("train", "val", "test", "holdout")}
+    shapes = {split: 4 for split in ("train", "val", "test", "holdout")}
     return {
         "images": root / "shapes" / "images",
         "translation": fit(
@@ -250,7 +250,7 @@ def checkpoints(toy_data_dir, ptb_dir, tmp_path_factory, monkeypatch_module) -> 
                 "seqtasks.captioning.data.ShapesData",
                 data_dir=str(root / "shapes"),
                 level=1,
-                **shapes,
+                counts=shapes,
             ),
         ),
     }

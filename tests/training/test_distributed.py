@@ -101,7 +101,7 @@ def captioning_case(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Pat
         "--data.init_args.data_dir",
         str(tmp_path / "shapes"),
         "--data.init_args.batch_size=4",
-        *(f"--data.init_args.num_{split}={n}" for split, n in sizes.items()),
+        *(f"--data.init_args.counts.{split}={n}" for split, n in sizes.items()),
     ]
 
 
