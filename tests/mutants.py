@@ -1675,6 +1675,27 @@ MUTANTS = [
         "prefix = min(self.length, self.steps // self.bucket * self.bucket + self.bucket // 2)",
         ("test_captured.py::test_fixed_cache_steps_give_the_growing_caches_logits_and_attention",),
     ),
+    Mutant(
+        "a shapes world's given counts overridden by the defaults",
+        "split_counts",
+        "return {**COUNTS, **given}",
+        "return {**given, **COUNTS}",
+        ("test_shapes.py::test_split_counts_fill_the_defaults_and_name_what_they_refuse",),
+    ),
+    Mutant(
+        "a shapes world taking a split it does not have",
+        "split_counts",
+        "if split not in COUNTS:",
+        "if split not in COUNTS and split != 'dev':",
+        ("test_shapes.py::test_split_counts_fill_the_defaults_and_name_what_they_refuse",),
+    ),
+    Mutant(
+        "ShapesData ignoring the counts it is given",
+        "ShapesData.__init__",
+        "counts = split_counts(counts)",
+        "counts = split_counts({})",
+        ("test_shapes.py::test_shapes_data_writes_once_and_refuses_another_world",),
+    ),
 ]
 
 
