@@ -1696,6 +1696,20 @@ MUTANTS = [
         "counts = split_counts({})",
         ("test_shapes.py::test_shapes_data_writes_once_and_refuses_another_world",),
     ),
+    Mutant(
+        "greedy keeping every row never stopping before its limit",
+        "_one_path",
+        "            if none_live:\n                break\n",
+        "            if none_live:\n                pass\n",
+        ("test_search.py::test_greedy_stops_when_its_last_output_ends",),
+    ),
+    Mutant(
+        "greedy keeping every row reading the count of this step, waiting for the device",
+        "_one_path",
+        "in_flight = CountInFlight(live.sum())",
+        "in_flight = CountInFlight(live.sum()); none_live = not in_flight.read()",
+        ("test_search.py::test_greedy_stops_when_its_last_output_ends",),
+    ),
 ]
 
 

@@ -38,7 +38,9 @@ def _one_path(
     ends (its first EOS, else its limit) is found once the search is over. A finished row
     stays in the batch, ignored, until fewer than `shrink_below` of the rows are live
     (`shrink_threshold`); then the batch drops them, so the remaining steps cost only what is
-    still running.
+    still running. With `shrink_below` 0 no row is ever dropped, and the count is read one step
+    late (`CountInFlight`): the device is never waited for, and a search whose rows have all
+    ended takes one step more, which writes only past every output's end.
     """
     batch, device = memory.states.size(0), memory.states.device
     limits = as_limits(max_length, batch, device)  # (B,)
@@ -52,6 +54,7 @@ def _one_path(
     tokens = torch.full((batch, steps), EOS_ID, dtype=torch.long, device=device)  # (B, T)
     log_probs_chosen = torch.zeros((batch, steps), device=device)  # (B, T)
     kept: Tensor | None = None  # (B, T, S) the attention behind each token
+    in_flight: CountInFlight | None = None  # with shrink 0: the step before's live count
     for t in range(steps):
         logits, state, weights = decoder.step(prev, state)
         log_probs = constrained_log_probs(logits, constraint, constraint_state)  # (R, V)
@@ -65,17 +68,44 @@ def _one_path(
                 kept = weights.new_zeros((batch, steps, weights.size(-1)), dtype=torch.float)
             kept[inputs, t] = weights.float()
         live &= (choice != EOS_ID) & (limit > t + 1)
-        rows = live.sum().item()  # the step's one read-back
-        if not rows:
-            break
-        if rows < shrink * len(live):  # drop the finished rows
-            index = live.nonzero()[:, 0]
-            state, choice = decoder.reorder(state, index), choice[index]
-            if constraint is not None:
-                constraint_state = constraint.reorder(constraint_state, index)
-            inputs, limit, live = inputs[index], limit[index], live[index]
+        if not shrink:  # every row stays: learn a step late that none is live
+            none_live = in_flight is not None and not in_flight.read()
+            in_flight = CountInFlight(live.sum())
+            if none_live:
+                break
+        else:
+            rows = live.sum().item()  # the step's one read-back
+            if not rows:
+                break
+            if rows < shrink * len(live):  # drop the finished rows
+                index = live.nonzero()[:, 0]
+                state, choice = decoder.reorder(state, index), choice[index]
+                if constraint is not None:
+                    constraint_state = constraint.reorder(constraint_state, index)
+                inputs, limit, live = inputs[index], limit[index], live[index]
         prev = choice
     return _read_back(tokens, log_probs_chosen, limits, kept, memory.lengths.tolist())
+
+
+class CountInFlight:
+    """A count (0-d) copied to the host behind the device's queued work, so that queuing the
+    next step need not wait for it; `read` waits only for the work queued before the copy (on a
+    CPU, none)."""
+
+    def __init__(self, count: Tensor):
+        self.event: torch.cuda.Event | None = None
+        if count.is_cuda:
+            self.host = torch.empty((), dtype=count.dtype, pin_memory=True)
+            self.host.copy_(count, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host = count
+
+    def read(self) -> int:
+        if self.event is not None:
+            self.event.synchronize()
+        return int(self.host.item())
 
 
 def _read_back(

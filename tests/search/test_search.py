@@ -600,3 +600,40 @@ def test_search_ends_outputs_at_the_settings_limits_and_the_room_a_constraint_ne
     assert [len(nbest[0].tokens) for nbest in found] == expected
     widened = search(decoder, memory, settings, Room(2))
     assert [len(nbest[0].tokens) for nbest in widened] == [n + 2 for n in expected]
+
+
+class Scripted(Decoder):
+    """Row r's output is `ends[r]` tokens 4 and then EOS; counts the steps taken."""
+
+    def __init__(self, ends: list[int]):
+        super().__init__()
+        self.vocab_size, self.ends, self.steps = VOCAB, torch.tensor(ends), 0
+
+    def forward(self, memory: Memory, tgt_in: torch.Tensor, **attention) -> DecoderOutput:
+        raise NotImplementedError
+
+    def start(self, memory: Memory, beam_size: int = 1):
+        return torch.arange(len(self.ends)), 0  # each row's input, the tokens written
+
+    def step(self, prev_tokens, state):
+        inputs, t = state
+        self.steps += 1
+        logits = torch.zeros(len(inputs), VOCAB)
+        logits[:, 4] = 1.0
+        logits[self.ends[inputs] == t, EOS] = 2.0
+        return logits.log_softmax(-1), (inputs, t + 1), None
+
+    def reorder(self, state, index):
+        return state[0][index], state[1]
+
+
+@pytest.mark.parametrize("shrink", [None, 0.5, 0.0])
+def test_greedy_stops_when_its_last_output_ends(shrink):
+    """Greedy stops at the step where its last row ends, far short of the limit; keeping every
+    row (shrink_below 0) it learns that a step late (`CountInFlight`), so takes one step more."""
+    ends = [3, 7, 0, 5]
+    decoder = Scripted(ends)
+    memory = Memory(torch.zeros(4, 2, 8), torch.ones(4, 2, dtype=torch.bool), torch.zeros(4, 8))
+    found = greedy(decoder, memory, 30, shrink_below=shrink)
+    assert [(h.tokens, h.finished) for (h,) in found] == [([4] * n, True) for n in ends]
+    assert decoder.steps == max(ends) + 1 + (shrink == 0.0)
