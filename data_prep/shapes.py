@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-from seqtasks.captioning.shapes import COUNTS, LEVELS, write_world
+from seqtasks.captioning.shapes import DEFAULT_COUNTS, LEVELS, write_world
 from seqtasks.cli.arguments import check_outputs, non_negative_int, positive_int
 
 
@@ -27,12 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level", type=int, choices=sorted(LEVELS), default=3)
     parser.add_argument("--seed", type=int, default=0)
     sizes = parser.add_argument_group("images per split (as ShapesData's counts)")
-    sizes.add_argument("--train", type=non_negative_int, default=COUNTS["train"])
-    sizes.add_argument("--val", type=non_negative_int, default=COUNTS["val"])
-    sizes.add_argument("--test", type=non_negative_int, default=COUNTS["test"])
-    sizes.add_argument(
-        "--holdout", type=non_negative_int, default=COUNTS["holdout"], help="compositional hold-out"
-    )
+    for split, count in asdict(DEFAULT_COUNTS).items():
+        sizes.add_argument(f"--{split}", type=non_negative_int, default=count)
     knobs = parser.add_argument_group("knobs (override the level's)")
     knobs.add_argument("--min-objects", type=positive_int)
     knobs.add_argument("--max-objects", type=positive_int)

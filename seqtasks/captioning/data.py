@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from seqtasks.captioning.captions import (
 )
 from seqtasks.captioning.features import FeatureCache
 from seqtasks.captioning.pixels import PixelCache
-from seqtasks.captioning.shapes import COUNTS, LEVELS, Scene, split_counts, write_world
+from seqtasks.captioning.shapes import DEFAULT_COUNTS, LEVELS, Counts, Scene, write_world
 from seqtasks.data.batch import Travels, pin_for, teacher_forcing
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.words import WordTokenizer
@@ -231,8 +231,8 @@ class ShapesData(CaptionData):
     Args:
         data_dir: where the world is (or will be) written.
         level: difficulty, 1–4 (`seqtasks.captioning.shapes.LEVELS`).
-        counts: images per split, by name (train, val, test, holdout), as `world.json` records
-            them; a split not named keeps its default (`seqtasks.captioning.shapes.COUNTS`).
+        counts: images per split (`seqtasks.captioning.shapes.Counts`), as `world.json`
+            records them.
         seed: seed of the world.
         test_split, batch_size, num_workers, image_cache: as in `CaptionData`.
     """
@@ -241,7 +241,7 @@ class ShapesData(CaptionData):
         self,
         data_dir: str = "data/shapes",
         level: int = 3,
-        counts: Mapping[str, int] = COUNTS,
+        counts: Counts = DEFAULT_COUNTS,
         seed: int = 0,
         test_split: str = "test",
         batch_size: int = 64,
@@ -249,18 +249,18 @@ class ShapesData(CaptionData):
         image_cache: str | None = None,
     ):
         world = LEVELS[level]
-        counts = split_counts(counts)
         path = Path(data_dir)
-        wanted = json.loads(json.dumps({"world": asdict(world), "counts": counts, "seed": seed}))
+        sizes = asdict(counts)
+        wanted = json.loads(json.dumps({"world": asdict(world), "counts": sizes, "seed": seed}))
         if (path / "world.json").is_file():
             found = json.loads((path / "world.json").read_text())
             if found != wanted:
                 raise ValueError(
                     f"{path} holds another shapes world ({found}); delete it or choose another "
-                    f"data_dir for level {level} with {counts} and seed {seed}"
+                    f"data_dir for level {level} with {sizes} and seed {seed}"
                 )
         else:
-            write_world(path, world, counts, seed)
+            write_world(path, world, sizes, seed)
         super().__init__(
             str(path),
             image_size=world.image_size,

@@ -15,10 +15,9 @@ import csv
 import io
 import json
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -48,8 +47,6 @@ LOCATIONS = {
     (2, 2): "in the bottom right corner",
 }
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-# images per split by default: train, val, test and the compositional hold-out
-COUNTS = MappingProxyType({"train": 10000, "val": 500, "test": 500, "holdout": 500})
 BACKGROUND = (24, 24, 24)
 SUPERSAMPLE = 4  # shapes are drawn at 4× and box-filtered down, for smooth edges
 
@@ -252,16 +249,27 @@ def generate(world: World, split: str, count: int, seed: int) -> list[Example]:
     return list(examples(world, split, count, seed))
 
 
-def split_counts(given: Mapping[str, int]) -> dict[str, int]:
-    """Images per split: `COUNTS` with those `given`; a ValueError names a split that is not
-    one of the world's or a count that is not a non-negative integer."""
-    for split, count in given.items():
-        if split not in COUNTS:
-            splits = ", ".join(COUNTS)
-            raise ValueError(f"counts: a shapes world has no split {split!r}; its splits: {splits}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"counts.{split} must be a non-negative integer, got {count!r}")
-    return {**COUNTS, **given}
+@dataclass(frozen=True)
+class Counts:
+    """Images per split of a shapes world: train, val, test and the compositional hold-out (in
+    YAML a mapping, `{train: 64}`, the splits not named keeping these defaults).
+
+    Raises:
+        ValueError: naming the split, for a count that is not a non-negative integer.
+    """
+
+    train: int = 10000
+    val: int = 500
+    test: int = 500
+    holdout: int = 500
+
+    def __post_init__(self) -> None:
+        for split, count in asdict(self).items():
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"counts.{split} must be a non-negative integer, got {count!r}")
+
+
+DEFAULT_COUNTS = Counts()  # `ShapesData`'s and data_prep/shapes.py's
 
 
 def write_world(out: Path, world: World, counts: dict[str, int], seed: int) -> None:

@@ -17,6 +17,7 @@ from seqtasks.attention.scores import AdditiveAttention
 from seqtasks.captioning.captioner import Captioner
 from seqtasks.captioning.captions import load_image, read_captions
 from seqtasks.captioning.data import CaptionData, ShapesData
+from seqtasks.captioning.shapes import Counts
 from seqtasks.captioning.task import CaptioningTask
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.data.words import WordTokenizer, words
@@ -138,9 +139,7 @@ def shapes_task(vocab_size: int, **kwargs) -> CaptioningTask:
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory) -> ShapesData:
     folder = tmp_path_factory.mktemp("shapes") / "level1"
-    return ShapesData(
-        str(folder), level=1, counts={"train": 16, "val": 4, "test": 4, "holdout": 4}, batch_size=8
-    )
+    return ShapesData(str(folder), level=1, counts=Counts(16, 4, 4, 4), batch_size=8)
 
 
 def test_checkpoint_carries_vocabulary_and_image_size(shapes, tmp_path):

@@ -14,8 +14,9 @@ from torch.utils.data import DataLoader
 
 from seqtasks.captioning import pixels as pixel_module
 from seqtasks.captioning.data import CaptionData, ShapesData
+from seqtasks.captioning.shapes import Counts
 
-TINY = {"train": 8, "val": 4, "test": 4, "holdout": 4}  # images per split of a level-1 world
+TINY = Counts(train=8, val=4, test=4, holdout=4)  # images per split of a level-1 world
 
 
 def all_pixels(data: CaptionData, stage: str) -> list[torch.Tensor]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -16,12 +17,12 @@ from seqtasks.captioning.shapes import (
     LEVELS,
     LOCATIONS,
     NUMBERS,
+    Counts,
     World,
     captions,
     generate,
     listing,
     sample_scene,
-    split_counts,
     write_world,
 )
 
@@ -163,7 +164,7 @@ def test_attention_hits_and_judgement():
 
 
 def test_shapes_data_writes_once_and_refuses_another_world(tmp_path):
-    counts = {"train": 12, "val": 3, "test": 3, "holdout": 3}
+    counts = Counts(train=12, val=3, test=3, holdout=3)
     data = ShapesData(str(tmp_path / "w"), level=2, counts=counts)
     assert {k: len(v) for k, v in data.images.items()} == {
         "train": 12,
@@ -188,17 +189,26 @@ def test_write_world_layout_reads_back(tmp_path):
     assert splits["train"][0].captions == generate(LEVELS[1], "train", 1, 3)[0].captions
 
 
-def test_split_counts_fill_the_defaults_and_name_what_they_refuse():
-    assert split_counts({"train": 12, "holdout": 0}) == {
-        "train": 12,
-        "val": 500,
-        "test": 500,
-        "holdout": 0,
-    }
-    with pytest.raises(ValueError, match=r"no split 'dev'; its splits: train, val, test, holdout"):
-        split_counts({"dev": 3})
+def test_counts_keep_the_defaults_of_the_splits_not_given_and_name_what_they_refuse():
+    assert Counts(train=12, holdout=0) == Counts(12, 500, 500, 0)
     for bad in (-1, 2.5, True):
-        with pytest.raises(
-            ValueError, match=rf"counts.val must be a non-negative integer, got {bad}"
-        ):
-            split_counts({"val": bad})
+        refused = f"counts.val must be a non-negative integer, got {bad}"
+        with pytest.raises(ValueError, match=re.escape(refused)):
+            Counts(val=bad)
+
+
+def test_shapes_data_reads_its_counts_from_yaml_by_split_and_refuses_an_unknown_one(tmp_path):
+    """In a config the counts are a mapping by split (jsonargparse builds `Counts`): a split
+    not named keeps its default, and a split a shapes world lacks is refused by name."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(ShapesData, "data")
+    given = ["--data.data_dir", str(tmp_path / "w"), "--data.level", "1"]
+    config = parser.parse_args([*given, "--data.counts", "{train: 6, val: 2, test: 2}"])
+    data = parser.instantiate_classes(config).data
+    assert {split: len(images) for split, images in data.images.items()} == {
+        "train": 6, "val": 2, "test": 2, "holdout": 500,
+    }  # fmt: skip
+    with pytest.raises(Exception, match="dev"):
+        parser.parse_args([*given, "--data.counts", "{train: 6, dev: 2}"])
