@@ -252,11 +252,8 @@ def generate(world: World, split: str, count: int, seed: int) -> list[Example]:
 @dataclass(frozen=True)
 class Counts:
     """Images per split of a shapes world: train, val, test and the compositional hold-out (in
-    YAML a mapping, `{train: 64}`, the splits not named keeping these defaults).
-
-    Raises:
-        ValueError: naming the split, for a count that is not a non-negative integer.
-    """
+    YAML a mapping, `{train: 64}`, the splits not named keeping these defaults). A count that is
+    not a non-negative integer is a ValueError naming its split."""
 
     train: int = 10000
     val: int = 500
