@@ -9,6 +9,7 @@ from functools import partial
 import pytest
 import torch
 
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.encoders import RNNEncoder
@@ -17,7 +18,7 @@ from seqtasks.search import SearchSettings, beam_search, length_penalty, limits,
 from seqtasks.search.hypothesis import constrained_log_probs, max_lengths, row_candidates
 from seqtasks.search.single_path import greedy, sample
 
-VOCAB, BOS, EOS = 12, 2, 3
+VOCAB, BOS, EOS = 12, BOS_ID, EOS_ID  # every search starts from BOS_ID and ends at EOS_ID
 LENGTHS = [6, 3, 5, 1]
 
 
