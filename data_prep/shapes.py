@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     world = replace(LEVELS[args.level], **overrides)
     if not 1 <= world.min_objects <= world.max_objects <= 8:
         parser.error("need 1 <= --min-objects <= --max-objects <= 8")
-    counts = {"train": args.train, "val": args.val, "test": args.test, "holdout": args.holdout}
+    counts = {split: getattr(args, split) for split in asdict(DEFAULT_COUNTS)}
     write_world(args.out, world, counts, args.seed)
     print(f"wrote {sum(counts.values())} images ({counts}) to {args.out}: {world}")
     return 0
