@@ -9,9 +9,10 @@ TASK = TaskEntry(
     "captioning",
     task=".task.CaptioningTask",
     model=".captioner.Captioner",
+    api=("Captioner", "Caption"),
     data=(".data.CaptionData", ".data.ShapesData"),
     command=Command("caption", "caption images, one JSON line each"),
     evaluation=".evaluation",
     endpoint=".endpoint.CaptionEndpoint",
-    not_exported="its encoder reads images, and CTranslate2's Transformer reads tokens",
+    hub_tag="image-to-text",
 )

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 
 import seqtasks
 from seqtasks.cli.arguments import did_you_mean
 from seqtasks.cli.streams import at_the_edges
-from seqtasks.registry import Command, tasks
+from seqtasks.registry import Command, TaskPackageWarning, tasks
 
 USAGE = "usage: seqtasks COMMAND [ARGS ...]"
 
@@ -43,19 +44,36 @@ GENERIC = (
     ),
     Command("average", "average the weights of several checkpoints", "seqtasks.cli.average"),
     Command("serve", "serve checkpoints over HTTP with dynamic batching", "seqtasks.cli.serve"),
-    Command("export", "write a model folder, or a CTranslate2 model", "seqtasks.cli.export"),
+    Command("export", "write a model folder, or a format a task offers", "seqtasks.cli.export"),
 )
 
 
 def commands() -> dict[str, Command]:
     """The commands for a trained model: each task's own (translate, …), then the generic ones;
-    a task's module named by its full path."""
-    own = [
-        Command(entry.command.name, entry.command.summary, entry.path(entry.command.module))
-        for entry in tasks().values()
-        if entry.command is not None
-    ]
-    return {command.name: command for command in (*own, *GENERIC)}
+    a task's module named by its full path. A task's command named as one of seqtasks' own or an
+    earlier task's (the built-in tasks come first) is left out, with one warning line, rather
+    than taking that name over."""
+    taken = {*LIGHTNING, *(command.name for command in GENERIC)}
+    own: dict[str, Command] = {}
+    owners: dict[str, str] = {}
+    for entry in tasks().values():
+        command = entry.command
+        if command is None:
+            continue
+        if command.name in taken or command.name in own:
+            whose = (
+                "seqtasks' own" if command.name in taken else f"the {owners[command.name]} task's"
+            )
+            warnings.warn(
+                f"task package {entry.package}: its command {command.name!r} left out: "
+                f"seqtasks {command.name} is {whose}",
+                TaskPackageWarning,
+                stacklevel=2,
+            )
+            continue
+        own[command.name] = Command(command.name, command.summary, entry.path(command.module))
+        owners[command.name] = entry.name
+    return {**own, **{command.name: command for command in GENERIC}}
 
 
 # What gives Lightning's CLI a model to run (or asks it for help), in a subcommand's arguments.
@@ -88,11 +106,26 @@ def usage() -> str:
     )
 
 
+def _say_left_out_packages() -> None:
+    """Show a `TaskPackageWarning` (an outside task package left out) as one `warning:` line,
+    other warnings as Python shows them."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, TaskPackageWarning):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command `argv` (default: the process's arguments) names; its exit status. An
     unknown command is an error (status 2) that lists the commands; what fails at the edges of
     a command (its streams, the files it writes) ends it as `seqtasks.cli.streams` says."""
     args = sys.argv[1:] if argv is None else list(argv)
+    _say_left_out_packages()
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return 0
@@ -109,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        if any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in args[1:]):
+            print(  # the seconds before Lightning's parser can answer are not a silence
+                f"seqtasks {name}: reading Lightning's options (importing PyTorch and Lightning "
+                "takes a few seconds)…",
+                file=sys.stderr,
+                flush=True,
+            )
         from seqtasks.cli.main import main as lightning
 
         # None: LightningCLI reads sys.argv itself (and warns if also given)
@@ -119,4 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         near = did_you_mean(name, [*LIGHTNING, *known, "--help", "--version"])
         print(f"{USAGE}\nerror: unknown {what} {name!r}{near}\n\n{listing()}", file=sys.stderr)
         return 2
-    return at_the_edges(lambda: importlib.import_module(known[name].module).main(args[1:]))
+    try:
+        module = importlib.import_module(known[name].module)
+    except Exception as error:  # an outside task's command that cannot be imported
+        print(f"error: seqtasks {name} cannot be loaded ({known[name].module}): "
+              f"{type(error).__name__}: {error}", file=sys.stderr)  # fmt: skip
+        return 1
+    return at_the_edges(lambda: module.main(args[1:]))

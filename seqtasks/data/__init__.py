@@ -1,15 +1,15 @@
 """Data every task shares: tokenisers, padded batches, token-bucketed batching and the
 DataModule base (`BucketedData`), text files. Each task's DataModules live in its package."""
 
-from typing import Any
+from seqtasks.old_names import old_class
+from seqtasks.registry import tasks
 
-from seqtasks.registry import declared_class
+
+def _data_classes():
+    for entry in tasks().values():
+        for path in entry.data:
+            yield path, lambda entry=entry, path=path: entry.imported(path)
 
 
-def __getattr__(name: str) -> Any:
-    """`seqtasks.data.TranslationData`, the class path 0.1 configs name, as the DataModule of
-    that name some task declares."""
-    try:
-        return declared_class(name, "data")
-    except AttributeError:
-        raise AttributeError(f"module 'seqtasks.data' has no attribute {name!r}") from None
+# `seqtasks.data.TranslationData`, the class path 0.1 configs name
+__getattr__ = old_class("seqtasks.data", _data_classes)

@@ -9,13 +9,8 @@ from typing import Any
 
 import yaml
 
-from seqtasks.registry import tasks
+from seqtasks.registry import TaskEntry, TaskError, task_entry
 
-PIPELINE_TAGS = {  # the Hub's names for what each task does
-    "translation": "translation",
-    "captioning": "image-to-text",
-    "parsing": "text2text-generation",
-}
 _LANGUAGE = re.compile(r"^[a-z]{2}(-[A-Za-z]{2,4})?$")  # ISO 639-1, with an optional region
 
 
@@ -50,7 +45,7 @@ def front_matter(config: dict[str, Any], name: str) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "library_name": "seqtasks",
         "license": None,
-        "pipeline_tag": PIPELINE_TAGS.get(task),
+        "pipeline_tag": pipeline_tag(task),
         "tags": ["seqtasks", task, *parts],
     }
     if languages := _languages(data):
@@ -63,7 +58,7 @@ def front_matter(config: dict[str, Any], name: str) -> dict[str, Any]:
                 "name": name,
                 "results": [
                     {
-                        "task": {"type": PIPELINE_TAGS.get(task, task), "name": task},
+                        "task": {"type": pipeline_tag(task) or task, "name": task},
                         "dataset": {
                             "name": data.get("name") or "unknown",
                             "type": data.get("name") or "unknown",
@@ -159,13 +154,26 @@ def model_card(config: dict[str, Any], name: str = "this model") -> str:
     return "\n".join(lines)
 
 
+def _entry(task: str) -> TaskEntry | None:
+    try:
+        return task_entry(task)
+    except TaskError:  # a card still says what it can of a model of a task not installed
+        return None
+
+
+def pipeline_tag(task: str) -> str | None:
+    """The Hub's name for what a model of `task` does (`TaskEntry.hub_tag`)."""
+    entry = _entry(task)
+    return entry.hub_tag if entry else None
+
+
 def command_name(task: str) -> str:
     """The `seqtasks` command that runs a model of `task` (its name if it has none)."""
-    entry = tasks().get(task)
+    entry = _entry(task)
     return entry.command.name if entry and entry.command else task
 
 
 def type_name(task: str) -> str:
     """The class `seqtasks.load` returns for a model of `task`."""
-    entry = tasks().get(task)
+    entry = _entry(task)
     return entry.model.rpartition(".")[2] if entry else "model"

@@ -10,10 +10,10 @@ TASK = TaskEntry(
     "parsing",
     task=".task.ParsingTask",
     model=".parser.Parser",
+    api=("Parser", "Parse"),
     data=(".data.ParsingData",),
     command=Command("parse", "parse text into Penn Treebank trees"),
     evaluation=".evaluation",
     endpoint=".endpoint.ParseEndpoint",
-    not_exported="its search must follow the bracket grammar (a `Constraint`), which "
-    "CTranslate2's search cannot apply",
+    hub_tag="text2text-generation",
 )

@@ -2,19 +2,22 @@
 objective, the checks of its parts, and what its checkpoints store. The tasks themselves live in
 their own packages (`seqtasks.translation`, …; `seqtasks.registry` finds them)."""
 
-from typing import Any
+from seqtasks.old_names import old_class
+from seqtasks.registry import tasks
 
-from seqtasks.registry import declared_class
+
+def _base() -> type:
+    from seqtasks.tasks.base import EncoderDecoderTask
+
+    return EncoderDecoderTask
 
 
-def __getattr__(name: str) -> Any:
-    """`seqtasks.tasks.TranslationTask`, the class path 0.1 configs and checkpoints hold, as the
-    task class of that name some task declares."""
-    if name == "EncoderDecoderTask":  # the base, for `from seqtasks.tasks import …` of 0.1
-        from seqtasks.tasks.base import EncoderDecoderTask
+def _task_classes():
+    yield "EncoderDecoderTask", _base
+    for entry in tasks().values():
+        yield entry.task, lambda entry=entry: entry.imported(entry.task)
 
-        return EncoderDecoderTask
-    try:
-        return declared_class(name, "task")
-    except AttributeError:
-        raise AttributeError(f"module 'seqtasks.tasks' has no attribute {name!r}") from None
+
+# `seqtasks.tasks.TranslationTask`, the class path 0.1 configs and checkpoints hold (and the
+# base, for `from seqtasks.tasks import EncoderDecoderTask` of 0.1)
+__getattr__ = old_class("seqtasks.tasks", _task_classes)

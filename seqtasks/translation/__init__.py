@@ -10,6 +10,7 @@ TASK = TaskEntry(
     "translation",
     task=".task.TranslationTask",
     model=".translator.Translator",
+    api=("Translator", "Translation"),
     data=(
         ".data.TranslationData",
         ".dates.DatesData",
@@ -18,4 +19,6 @@ TASK = TaskEntry(
     command=Command("translate", "translate text, one sentence a line"),
     evaluation=".evaluation",
     endpoint=".endpoint.TranslateEndpoint",
+    hub_tag="translation",
+    formats=(("ctranslate2", ".ctranslate2"),),
 )

@@ -15,7 +15,7 @@ from conftest import REPO
 from seqtasks.registry import BUILT_IN
 
 TOP = ("apps", "bench", "data_prep")
-TASKS = {package.removeprefix("seqtasks.") for package in BUILT_IN}
+TASKS = {package.removeprefix("seqtasks.") for package in BUILT_IN.values()}
 MOST_FLOORS = 9
 
 

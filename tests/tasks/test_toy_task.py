@@ -31,11 +31,11 @@ TASK = TaskEntry(
     "reversal",
     task=".task.ReversalTask",
     model=".model.Reverser",
+    api=("Reverser",),
     data=(".data.ReversalData",),
     command=Command("reverse", "reverse strings of letters, a line each"),
     evaluation=".evaluation",
     endpoint=".endpoint.ReverseEndpoint",
-    not_exported="a toy",
 )
 ''',
     "task.py": """
