@@ -34,12 +34,21 @@ class SentencePieceTokenizer:
     """A sentencepiece model held as its serialised bytes, so it travels inside checkpoints.
 
     Text is encoded without BOS/EOS; the data module adds them. `decode` detokenises, giving
-    the plain text that BLEU is computed on.
+    the plain text that BLEU is computed on. Bytes that are no sentencepiece model, or one
+    without seqtasks' special ids, are a ValueError naming `name`.
     """
 
     def __init__(self, model_proto: bytes, name: str = "<bytes>"):
         self.proto = model_proto
-        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        if not model_proto:  # sentencepiece takes no bytes for a model it cannot use
+            raise ValueError(f"{name} is not a sentencepiece model (it is empty)")
+        try:
+            self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        except RuntimeError as error:  # "INTERNAL: …(109) [model_proto->ParseFromArray(…)]"
+            why = "it does not parse" if "Parse" in str(error) else " ".join(str(error).split())
+            raise ValueError(f"{name} is not a sentencepiece model ({why})") from None
+        if self.sp.get_piece_size() <= EOS_ID:
+            raise ValueError(f"{name} is not a sentencepiece model (it has no pieces)")
         ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
         if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(

@@ -24,10 +24,11 @@ from typing import Any
 from torch import Tensor
 
 from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.model_files.folder_checks import CONFIG, check_file, entry_from_file
 from seqtasks.model_files.identity import Identity, from_record
 from seqtasks.model_files.spec import Spec
 
-CONFIG, WEIGHTS, CARD = "config.json", "model.safetensors", "README.md"
+WEIGHTS, CARD = "model.safetensors", "README.md"
 LIBRARY = "seqtasks"
 # Where each stored entry goes (Marian's names for sentencepiece models, as on the Hub); an
 # entry that is a plain value (the image size) stays in config.json's "entries".
@@ -64,14 +65,6 @@ SEARCH_SETTINGS = (
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def shared_names(state: Mapping[str, Tensor]) -> dict[str, str]:
@@ -222,28 +215,6 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def check_file(folder: Path, name: str, expected: Mapping[str, Any]) -> None:
-    """Raise a CheckpointError, naming the file and what config.json says of it, if the file
-    `name` is missing, of another size (truncated?) or of other contents (foreign)."""
-    path = folder / name
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path} is missing: {CONFIG} lists it, so the model folder is incomplete"
-        )
-    size = path.stat().st_size
-    if size != expected.get("size"):
-        raise CheckpointError(
-            f"{path} has {size} bytes where {CONFIG} says {expected.get('size')}: it was "
-            "truncated, or replaced by another file"
-        )
-    found = _file_sha256(path)
-    if found != expected.get("sha256"):
-        raise CheckpointError(
-            f"{path} is not the file this model was saved with (sha256 {found[:12]}…, "
-            f"{CONFIG} says {str(expected.get('sha256'))[:12]}…): it was replaced or altered"
-        )
-
-
 def read_folder(folder: str | Path, where: str | None = None) -> FolderModel:
     """The model in `folder`, every file checked against config.json (`check_file`), the
     stored entries against the identity's fingerprints; the weights are read later.
@@ -253,7 +224,7 @@ def read_folder(folder: str | Path, where: str | None = None) -> FolderModel:
         NewerModelError: for a folder of a newer format.
         CheckpointError: naming the file, for anything missing, truncated, foreign or damaged.
     """
-    from seqtasks.model_files.identity import fingerprint_difference, fingerprints
+    from seqtasks.model_files.identity import entry_name, fingerprint_difference, fingerprints
 
     folder = Path(folder)
     where = where or str(folder)
@@ -269,11 +240,18 @@ def read_folder(folder: str | Path, where: str | None = None) -> FolderModel:
         check_file(folder, name, expected)
         key = expected.get("entry")
         if key is not None:
-            data = (folder / name).read_bytes()
-            entries[key] = json.loads(data) if name.endswith(".json") else data
-    mismatch = fingerprint_difference(
-        identity.fingerprints, fingerprints(entries), ("config.json", "files")
-    )
+            if ENTRY_FILES.get(key) != name:
+                raise CheckpointError(
+                    f"{folder / CONFIG} lists {name} as the {entry_name(str(key))}, which "
+                    f"a model folder keeps in {ENTRY_FILES.get(key, 'no file')}: the file was "
+                    "edited"
+                )
+            entries[key] = entry_from_file(folder / name)
+    try:
+        found = fingerprints(entries)
+    except ValueError as error:  # an entry of config.json's own "entries" that is no model
+        raise CheckpointError(f"{where}: {error}") from None
+    mismatch = fingerprint_difference(identity.fingerprints, found, ("config.json", "files"))
     if mismatch is not None:
         raise CheckpointError(f"{where}: its files are not those it was trained with: {mismatch}")
     return FolderModel(config, identity, entries, folder)

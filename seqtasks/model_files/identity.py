@@ -55,6 +55,8 @@ def _proto_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     def varint(i: int) -> tuple[int, int]:
         value, shift = 0, 0
         while True:
+            if i >= len(data):
+                raise ValueError("it ends inside a field")
             byte = data[i]
             value |= (byte & 0x7F) << shift
             i, shift = i + 1, shift + 7
@@ -69,12 +71,16 @@ def _proto_fields(data: bytes) -> list[tuple[int, int | bytes]]:
             value, i = varint(i)
         elif wire == 2:
             length, i = varint(i)
+            if i + length > len(data):
+                raise ValueError("it ends inside a field")
             value, i = data[i : i + length], i + length
         elif wire in (1, 5):  # fixed 64 / 32 bits
             size = 8 if wire == 1 else 4
+            if i + size > len(data):
+                raise ValueError("it ends inside a field")
             value, i = int.from_bytes(data[i : i + size], "little"), i + size
         else:
-            raise ValueError(f"unsupported protocol buffer wire type {wire}")
+            raise ValueError(f"protocol buffer wire type {wire}, which no sentencepiece model has")
         fields.append((number, value))
     return fields
 
@@ -84,6 +90,8 @@ def _sentencepiece(proto: bytes) -> tuple[str, int]:
     fields = _proto_fields(proto)
     pieces = sum(1 for number, _ in fields if number == 1)  # ModelProto.pieces
     trainer = next((value for number, value in fields if number == 2), b"")  # trainer_spec
+    if not isinstance(trainer, bytes):
+        raise ValueError("its trainer_spec is no message")
     types = [value for number, value in _proto_fields(trainer) if number == 3]  # model_type
     return _SENTENCEPIECE_TYPES.get(types[-1] if types else 1, "sentencepiece"), pieces
 
@@ -121,8 +129,17 @@ def entry_name(key: str) -> str:
 
 
 def fingerprints(entries: Mapping[str, Any]) -> dict[str, Fingerprint]:
-    """The fingerprint of each stored entry, by its key."""
-    return {key: fingerprint(value) for key, value in entries.items()}
+    """The fingerprint of each stored entry, by its key; a ValueError naming the entry whose
+    bytes are no sentencepiece model."""
+    found = {}
+    for key, value in entries.items():
+        try:
+            found[key] = fingerprint(value)
+        except ValueError as error:
+            raise ValueError(
+                f"its {entry_name(key)} is not a sentencepiece model ({error})"
+            ) from None
+    return found
 
 
 def fingerprint_difference(
@@ -229,7 +246,10 @@ def identity_of(checkpoint: Mapping[str, Any], where: str) -> Identity:
     """
     stored = checkpoint["seqtasks"]
     entries = {key: value for key, value in stored.items() if key != "task"}
-    found = fingerprints(entries)
+    try:
+        found = fingerprints(entries)
+    except ValueError as error:
+        raise CheckpointError(f"{where}: {error}: the file is damaged or was altered") from None
     if IDENTITY_KEY not in checkpoint:
         return Identity(stored["task"], found, version=None)
     identity = from_record(checkpoint[IDENTITY_KEY], where)

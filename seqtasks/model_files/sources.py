@@ -18,11 +18,12 @@ from seqtasks.io.checkpoint_files import CheckpointError, read_checkpoint
 from seqtasks.model_files.identity import (
     Identity,
     NewerModelError,
+    entry_name,
     fingerprint_difference,
     identity_of,
 )
 from seqtasks.model_files.spec import ParsedSpec, Spec, SpecError, from_hparams, imported
-from seqtasks.registry import tasks
+from seqtasks.registry import TaskError, task_entry
 
 Reference = str | Path  # a checkpoint file, a model folder, or an hf:// name
 
@@ -64,23 +65,26 @@ class ModelSource:
 
     @cached_property
     def parsed(self) -> ParsedSpec:
-        """Its specification, as this seqtasks reads it.
+        """Its specification, as this seqtasks reads it, for the task it declares.
 
         Raises:
             NewerModelError: naming the version that wrote the model and the class or option
                 this seqtasks does not have.
-            CheckpointError: for a name a model file may not hold.
+            CheckpointError: for a name a model file may not hold, a setting the model needs
+                left out, or a model of another task than it declares.
         """
         try:
-            return ParsedSpec(self.spec)
+            return ParsedSpec(self.spec, self.task)
         except SpecError as error:
-            if error.forbidden:
-                raise CheckpointError(f"{self.where}: {error}; not loaded") from None
-            raise NewerModelError(
-                f"{self.where} was written by {self.identity.written_by} and names what this "
-                f"seqtasks does not have: {error}; upgrade seqtasks (pip install -U seqtasks), "
-                "or install the package that has it"
-            ) from None
+            if error.cause == "unknown":
+                raise NewerModelError(
+                    f"{self.where} was written by {self.identity.written_by} and names what "
+                    f"this seqtasks does not have: {error}; upgrade seqtasks (pip install -U "
+                    "seqtasks), or install the package that has it"
+                ) from None
+            edited = f"the {self.kind} was edited or damaged"  # a setting left out, another task
+            why = "not loaded" if error.cause == "forbidden" else edited
+            raise CheckpointError(f"{self.where}: {error}; {why}") from None
 
     @property
     def gives_attention(self) -> bool:
@@ -104,10 +108,18 @@ class ModelSource:
         """
         from seqtasks.search import SearchSettings
 
-        task = self.parsed.build()
+        try:
+            task = self.parsed.build()
+        except SpecError as error:  # a setting its part refuses: the file was edited
+            raise CheckpointError(f"{self.where}: its model cannot be built: {error}") from None
         task.configure_model()
         try:
             task.restore(self.entries)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:  # an edited entry
+            raise CheckpointError(
+                f"{self.where}: its {task.stored_as} cannot be read ({error})"
+            ) from None
+        try:
             task.load_state_dict(_with_shared(self.weights(), task.state_dict()))
         except ValueError as error:  # CheckpointError, or the task's own check of its entries
             raise CheckpointError(f"{self.where}: {error}") from None
@@ -172,20 +184,40 @@ def open_model(reference: Reference) -> ModelSource:
 def checkpoint_source(checkpoint: dict[str, Any], path: Path, where: str) -> ModelSource:
     """The model a checkpoint holds (as `read_checkpoint` read it from `path`), unchecked."""
     identity = identity_of(checkpoint, where)
-    entry = tasks().get(identity.task)
     hparams = checkpoint.get("hyper_parameters") or {}
-    spec = from_hparams(hparams, entry.task_class() if entry else object)
+    named = hparams.get("_class_path")  # else: a checkpoint of 0.1, by its task's class
+    spec = from_hparams(hparams, object if named else _task_class(identity.task))
     stored = {k: v for k, v in checkpoint["seqtasks"].items() if k != "task"}
     state = checkpoint["state_dict"]
     return ModelSource(where, path, identity, spec, stored, None, lambda: state)
 
 
+def _task_class(task: str) -> type:
+    """The LightningModule of the task named `task` (its package alone imported); `object`
+    when no usable task has that name (`checked` then says why)."""
+    try:
+        return task_entry(task).task_class()
+    except TaskError:
+        return object
+
+
 def checked(source: ModelSource) -> ModelSource:
-    """`source` once its task is one seqtasks knows and its specification one it can build
-    (`ModelSource.parsed`); raises as `open_model` does."""
-    if source.task not in tasks():
+    """`source` once its task is one seqtasks knows, its specification one it can build for
+    that task (`ModelSource.parsed`) and its stored entries the ones that task keeps; raises
+    as `open_model` does."""
+    try:
+        entry = task_entry(source.task)
+    except TaskError as error:
         raise CheckpointError(
-            f"{source.where}: a {source.task!r} model, which seqtasks cannot load"
+            f"{source.where}: a {source.task!r} model, which seqtasks cannot load: {error}"
+        ) from None
+    keys = getattr(entry.task_class(), "stored_keys", None)
+    if keys is not None and sorted(source.entries.keys() - {"task"}) != sorted(keys):
+        held = ", ".join(map(entry_name, sorted(source.entries))) or "nothing"
+        raise CheckpointError(
+            f"{source.where}: it declares a {source.task} model, which keeps "
+            f"{', '.join(map(entry_name, keys))}, but it holds {held}; the {source.kind} was "
+            "edited or damaged"
         )
     source.parsed  # noqa: B018 (read and checked now, before any input is)
     return source

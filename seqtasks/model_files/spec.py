@@ -19,7 +19,7 @@ from typing import Any
 
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.io.config_errors import config_error_summary
-from seqtasks.registry import task_of, tasks
+from seqtasks.registry import task_entry, task_of, tasks
 
 Spec = dict[
     str, Any
@@ -28,12 +28,15 @@ Path_ = tuple[str, ...]  # keys from the task down, without the "init_args" betw
 
 
 class SpecError(CheckpointError):
-    """A specification this seqtasks cannot build: a class or option it does not have, or
-    (`forbidden`) a name it will not import and call from a file."""
+    """A specification this seqtasks cannot build, and why (`cause`): "unknown", a class or
+    option it does not have (a newer seqtasks' model, or another package's); "forbidden", a
+    name it will not import and call from a file; "incomplete", a setting the model needs left
+    out; "task", a model of another task than the file declares; "refused", a setting its part
+    refuses (a value out of range)."""
 
-    def __init__(self, message: str, forbidden: bool = False):
+    def __init__(self, message: str, cause: str = "unknown"):
         super().__init__(message)
-        self.forbidden = forbidden
+        self.cause = cause
 
 
 def from_hparams(hparams: Mapping[str, Any], task_class: type) -> Spec:
@@ -44,18 +47,28 @@ def from_hparams(hparams: Mapping[str, Any], task_class: type) -> Spec:
     return {"class_path": class_path, "init_args": init_args}
 
 
-def _parser(spec: Spec) -> Any:
-    """jsonargparse's parser of a task's specification, for the task class it names, when that
-    is a task this seqtasks knows (`seqtasks.registry`); a SpecError otherwise."""
+def _parser(spec: Spec, task: str | None) -> Any:
+    """jsonargparse's parser of a task's specification, for the task class it names: a class
+    of the task `task` (the name the file declares, whose package alone is imported), or of
+    any task this seqtasks knows when none is declared; a SpecError otherwise."""
     from jsonargparse import ArgumentParser
 
     named = spec.get("class_path") if isinstance(spec, Mapping) else None
-    task = imported(named) if isinstance(named, str) else None
-    if not isinstance(task, type) or task_of(task) is None:
-        known = ", ".join(entry.task for entry in tasks().values())
-        raise SpecError(f"the task: {named!r} is no task of this seqtasks ({known})")
+    found = imported(named) if isinstance(named, str) else None
+    if task is None:
+        if not isinstance(found, type) or task_of(found) is None:
+            known = ", ".join(entry.task for entry in tasks().values())
+            raise SpecError(f"the task: {named!r} is no task of this seqtasks ({known})")
+    else:
+        declared = task_entry(task).task_class()
+        if not (isinstance(found, type) and issubclass(found, declared)):
+            raise SpecError(
+                f"it declares a {task} model, but its model is {named}, which is no "
+                f"{declared.__name__}",
+                cause="task",
+            )
     parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(task, "module", fail_untyped=False)
+    parser.add_subclass_arguments(found, "module", fail_untyped=False)
     return parser
 
 
@@ -68,10 +81,10 @@ class ParsedSpec:
             name it will not build from a file (`_check_values`).
     """
 
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, task: str | None = None):
         _check_classes(spec)
         _check_names(spec)
-        self.parser = _parser(spec)
+        self.parser = _parser(spec, task)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -79,17 +92,51 @@ class ParsedSpec:
         except Exception as error:  # jsonargparse's ArgumentError, or what a class raised
             summary = config_error_summary(str(error)).replace("module.class_path", "the task")
             summary = summary.replace("module.init_args.", "").replace(".init_args", "")
+            if _REQUIRED.search(str(error)):
+                missing = _missing(str(error), spec.get("class_path"))
+                raise SpecError(missing, "incomplete") from None
             raise SpecError(summary) from None
         _check_values(self.namespace.module.as_dict())
         self.resolved: Spec = plain(self.namespace.module.as_dict())
 
     def build(self) -> Any:
         """The task, built as `load_from_checkpoint` builds it (its weights as initialised, for
-        the caller to load)."""
+        the caller to load).
+
+        Raises:
+            SpecError ("refused"): with the message of the part that refused a setting (its
+                own validation: `num_heads` that does not divide `d_model`, a dropout of 1.5).
+        """
         instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # jsonargparse < 4.49 names it instantiate_classes
-            return instantiate(self.namespace).module
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # jsonargparse < 4.49 names it instantiate_classes
+                return instantiate(self.namespace).module
+        except (ValueError, TypeError) as error:  # jsonargparse's account wraps the part's own
+            raise SpecError(_first_cause(error), cause="refused") from None
+
+
+def _first_cause(error: BaseException) -> str:
+    """The refusal under jsonargparse's account of `error`, in one line: the innermost of its
+    causes, as a traceback would follow them (a `PartError`, which names the part, raises
+    `from None`, so the walk ends there)."""
+    while True:
+        cause = error.__cause__
+        if cause is None and not error.__suppress_context__:
+            cause = error.__context__
+        if cause is None:
+            return " ".join(str(error).split())[:300]
+        error = cause
+
+
+def _missing(message: str, class_path: str | None) -> str:
+    """What a jsonargparse message of a setting left out says, in words: "its model lacks
+    decoder, which TranslationTask needs"."""
+    names = _REQUIRED.search(message)
+    owner = str(class_path).rpartition(".")[2]
+    if names is None:
+        return message
+    return f"its model lacks {(names[1] or names[2]).strip()}, which {owner} needs"
 
 
 def resolved(spec: Spec) -> Spec:
@@ -147,6 +194,7 @@ def _check_classes(spec: Spec) -> None:
             raise _refused(path, class_path)
 
 
+_REQUIRED = re.compile(r"arguments are required: ([^\n]+)|Key \"([^\"]+)\" is required")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
@@ -202,7 +250,7 @@ def _refused(path: Path_, named: str) -> SpecError:
     return SpecError(
         f"{name(path)}: {named} is not a module, optimiser or scheduler class, which is all a "
         "seqtasks model file may name",
-        forbidden=True,
+        cause="forbidden",
     )
 
 

@@ -18,7 +18,7 @@ from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
 from seqtasks.search import Constraint, Hypothesis, SearchSettings, search
 from seqtasks.tasks.objective import Objective
-from seqtasks.tasks.parts import check_decoder, check_encoder
+from seqtasks.tasks.parts import build_part, check_decoder, check_encoder
 from seqtasks.training.checkpoint_hooks import CheckpointHooks
 from seqtasks.training.compiling import CompileMode, compile_parts
 from seqtasks.training.hooks import TrainingHooks
@@ -102,8 +102,9 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         encoder that reads other inputs than the task gives (`Encoder.reads`) and a decoder
         without attention when a loss term needs its weights."""
         check_encoder(self, encoder)
-        memory_encoder = encoder(*encoder_args)
-        self.attach(memory_encoder, decoder(tgt_vocab_size, memory_encoder.out_dim))
+        memory_encoder = build_part("encoder", encoder, Encoder, *encoder_args)
+        built = build_part("decoder", decoder, Decoder, tgt_vocab_size, memory_encoder.out_dim)
+        self.attach(memory_encoder, built)
 
     def attach(self, encoder: Encoder, decoder: Decoder) -> None:
         """Hold the task's parts, refusing a decoder without attention when a loss term needs

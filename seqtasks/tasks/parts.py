@@ -24,6 +24,24 @@ def part_class(factory: Callable[..., Any], base: type) -> type | None:
     return None
 
 
+class PartError(ValueError):
+    """A part that refused its settings, named by its role and class."""
+
+
+def build_part(role: str, factory: Callable[..., Any], base: type, *sizes: int) -> Any:
+    """`factory(*sizes)`, a part's own refusal of a setting (a ValueError: a dropout of 1.5,
+    `num_heads` that does not divide `d_model`) said with the part it came from:
+    "decoder TransformerDecoder: d_model=64 is not divisible by num_heads=3"."""
+    try:
+        return factory(*sizes)
+    except PartError:
+        raise
+    except ValueError as error:
+        built = part_class(factory, base)
+        named = f"{role} {built.__name__}" if built else role
+        raise PartError(f"{named}: {error}") from None  # the part's own words, named
+
+
 def check_encoder(task: Any, factory: Callable[..., Encoder]) -> None:
     """Refuse an encoder that reads other inputs than `task` gives (`Encoder.reads`)."""
     built = part_class(factory, Encoder)
