@@ -20,7 +20,6 @@ Writes into --out: `images/` (copies), `captions.txt` and, when the source has s
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -35,7 +34,7 @@ from seqtasks.captioning.captions import (
     read_caption_folder,
     read_karpathy,
 )
-from seqtasks.cli.arguments import check_outputs
+from seqtasks.cli.arguments import CommandParser, check_outputs
 from seqtasks.data.text import read_lines
 from seqtasks.io.downloads import download
 from seqtasks.io.files import open_atomic, temporary_path, write_atomic
@@ -140,7 +139,7 @@ def check_distinct_names(captioned: list[CaptionedImage]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", nargs="+", default=DEFAULT_SOURCE, help="paths or URLs")
     parser.add_argument("--images", type=Path, help="the image folder, if not beside the captions")
     parser.add_argument("--out", type=Path, default=Path("data/flickr8k"))

@@ -22,7 +22,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from seqtasks.cli.arguments import check_outputs, positive_int
+from seqtasks.cli.arguments import CommandParser, check_outputs, positive_int
 from seqtasks.data.text import decode_lines
 from seqtasks.data.tokenizer import SentencePieceTokenizer, train_sentencepiece
 from seqtasks.io.downloads import download
@@ -81,7 +81,7 @@ def trained(lines: list[str], name: str, args: argparse.Namespace) -> SentencePi
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", default=DEFAULT_SOURCE, help="URL prefix or local folder")
     parser.add_argument("--out", default="data/multi30k", type=Path)
     parser.add_argument("--langs", nargs="+", default=["de", "en"])

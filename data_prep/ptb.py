@@ -21,13 +21,12 @@ per line, which `ParsingData` reads and `seqtasks evaluate parsing --gold` score
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import zipfile
 from pathlib import Path
 
-from seqtasks.cli.arguments import check_outputs
+from seqtasks.cli.arguments import CommandParser, check_outputs
 from seqtasks.io.downloads import download
 from seqtasks.io.files import write_atomic
 from seqtasks.io.preparation import Preparation
@@ -74,7 +73,7 @@ def split_of(name: str, sample: bool) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", default=DEFAULT_SOURCE, help="zip URL, zip file or folder")
     parser.add_argument("--out", default="data/ptb", type=Path)
     args = parser.parse_args(argv)

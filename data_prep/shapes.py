@@ -18,11 +18,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from seqtasks.captioning.shapes import DEFAULT_COUNTS, LEVELS, write_world
-from seqtasks.cli.arguments import check_outputs, non_negative_int, positive_int
+from seqtasks.cli.arguments import CommandParser, check_outputs, non_negative_int, positive_int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("data/shapes"))
     parser.add_argument("--level", type=int, choices=sorted(LEVELS), default=3)
     parser.add_argument("--seed", type=int, default=0)

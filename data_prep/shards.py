@@ -19,12 +19,11 @@ manifest goes last, so an interrupted run leaves no folder that looks complete.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from seqtasks.cli.arguments import check_outputs, positive_int
+from seqtasks.cli.arguments import CommandParser, check_outputs, positive_int
 from seqtasks.data.tokenizer import SentencePieceTokenizer
 from seqtasks.translation.streaming.write import write_shards
 
@@ -38,7 +37,7 @@ def text_file(folder: Path, name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", required=True, type=Path, help="folder of {split}.{lang}")
     parser.add_argument("--split", default="train")
     parser.add_argument("--langs", nargs=2, default=["de", "en"], metavar=("SRC", "TGT"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +26,55 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser for the seqtasks commands, whose errors say "did you mean --beam?"
-    for an option it does not know (argparse lists choices, but not near options)."""
+    """argparse's parser for the seqtasks commands and scripts, whose errors name a misspelt
+    option with the nearest one ("unrecognized arguments: --beem (did you mean --beam?)"),
+    also where argparse would say first that a required option is missing (`--chekpoint` is
+    not "--checkpoint is required"): argparse lists choices, but not near options."""
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 (argparse's)
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         unknown = re.match(r"unrecognized arguments: (.*)", message)
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        misspelt = self._misspelt() if message.startswith("the following arguments") else None
         if unknown:
-            options = [o for a in self._actions for o in a.option_strings]
             words = [w for w in unknown[1].split() if w.startswith("-")]
-            message += did_you_mean(words[0].split("=")[0], options) if words else ""
+            message += did_you_mean(words[0].split("=")[0], self._options()) if words else ""
+        elif misspelt:
+            near = did_you_mean(misspelt.split()[0], self._options())
+            message = f"unrecognized arguments: {misspelt}{near}"
         elif choice:
             message += did_you_mean(choice[1], re.findall(r"'([^']*)'", choice[2]))
         super().error(message)
+
+    def _options(self) -> list[str]:
+        return [option for action in self._actions for option in action.option_strings]
+
+    def _misspelt(self) -> str | None:
+        """The first option given that this parser does not know, nor takes as a unique
+        abbreviation of one it knows (argparse's `allow_abbrev`), with the values after it,
+        as argparse lists unrecognized arguments ("--beem 3"); None if every one is known."""
+        options, given = self._options(), getattr(self, "_given", [])
+        for at, word in enumerate(given):
+            if word == "--":
+                return None
+            name = word.split("=")[0]
+            if not name.startswith("-") or name == "-" or _NUMBER.match(name):
+                continue
+            abbreviates = [o for o in options if o.startswith(name) and o.startswith("--")]
+            if name not in options and not (self.allow_abbrev and len(abbreviates) == 1):
+                values = []
+                for value in given[at + 1 :]:
+                    if value.startswith("-") and not _NUMBER.match(value):
+                        break
+                    values.append(value)
+                return " ".join([word, *values])
+        return None
+
+
+_NUMBER = re.compile(r"^-\d+(\.\d*)?$")  # a negative number, a value rather than an option
 
 
 def positive_int(text: str) -> int:
@@ -78,11 +115,28 @@ def text_file(text: str) -> Path:
 
 
 def model_reference(text: str) -> Path | str:
-    """A model to load: a checkpoint file or model folder (a Path), or a model on the Hugging
-    Face Hub, `hf://ORG/NAME[@REVISION]` (kept as the string: a Path would fold its `//`)."""
+    """A model to load: a checkpoint file or model folder that is here (a Path), or a model on
+    the Hugging Face Hub, `hf://ORG/NAME[@REVISION]` (kept as the string: a Path would fold
+    its `//`). A path that is not there is refused at once, with the nearest name beside it."""
     if not text:
         raise argparse.ArgumentTypeError("needs a checkpoint, model folder or hf:// name, got ''")
-    return text if text.startswith("hf://") else Path(text)
+    if text.startswith("hf://"):
+        return text
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such checkpoint or model folder: {text}{_near(path)}")
+    return path
+
+
+def _near(path: Path) -> str:
+    """ " (did you mean runs/…/last.ckpt?)" for the name beside `path` nearest its own; "" when
+    none is near, or its folder is not there either."""
+    try:
+        names = [entry.name for entry in path.parent.iterdir()]
+    except OSError:
+        return f" ({path.parent} is not there either)" if path.parent != path else ""
+    near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return f" (did you mean {path.parent / near[0]}?)" if near else ""
 
 
 def max_tokens(text: str) -> str | int:

@@ -28,6 +28,8 @@ that imports no torch at its top, so that `--help` answers at once:
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,7 +42,8 @@ from seqtasks.cli.arguments import (
     check_outputs,
 )
 from seqtasks.cli.streams import require_stdout
-from seqtasks.registry import tasks
+from seqtasks.model_files.peek import other_task
+from seqtasks.registry import TaskPackageWarning, left_out, tasks
 
 DEVICE = "cpu, cuda, cuda:1 … or auto (a GPU when one is visible)"
 JSON = "end with the report as one JSON object, on the last line"
@@ -48,8 +51,9 @@ JSON = "end with the report as one JSON object, on the last line"
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[..., int]]:
     """The arguments of `seqtasks evaluate TASK …`, checked (buckets increase, the task's own
-    rules, outputs safe to write), and what scores them (the evaluation's `RUN`, imported
-    now)."""
+    rules, outputs safe to write, models of the task), and what scores them (the evaluation's
+    `RUN`, imported now). A model of another task ends the command (status 2) before torch is
+    imported."""
     parser = CommandParser(
         prog="seqtasks evaluate",
         description="Score trained models the way their field does.",
@@ -57,7 +61,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
     subparsers = parser.add_subparsers(dest="task", required=True)
     modules = {}
     for name, entry in tasks().items():
-        module = entry.evaluation_module()
+        try:
+            module = entry.evaluation_module()
+        except Exception as error:  # an outside task's evaluation: the others still score
+            warnings.warn(
+                f"task package {entry.package}: its evaluation {entry.evaluation} left out: "
+                f"importing it raised {type(error).__name__}: {error}",
+                TaskPackageWarning,
+                stacklevel=2,
+            )
+            continue
         if module is None:
             continue
         modules[name] = module
@@ -75,6 +88,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
         task.add_argument("--output", type=Path, help=module.OUTPUT)
         add_device_option(task, DEVICE)
         task.add_argument("--json", action="store_true", help=JSON)
+    asked = next((arg for arg in argv or sys.argv[1:] if not arg.startswith("-")), None)
+    for package in left_out():
+        if package.name == asked:  # its evaluation cannot be offered: say why, not "invalid"
+            parser.error(f"the {asked!r} task cannot be used: {package}")
     args = parser.parse_args(argv)
     module, task = modules[args.task], subparsers.choices[args.task]
     buckets = getattr(args, "buckets", None)
@@ -82,6 +99,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
         task.error(f"argument --buckets: must increase, got {' '.join(map(str, buckets))}")
     module.check(args, task.error)
     check_outputs(task, module.outputs(args), module.inputs(args))
+    models = args.checkpoint if isinstance(args.checkpoint, list) else [args.checkpoint]
+    refused = other_task([m for m in models if m is not None], args.task)
+    if refused is not None:  # before the report imports torch: at once
+        print(f"error: {refused}", file=sys.stderr)
+        raise SystemExit(2)
     return args, tasks()[args.task].imported(module.RUN)
 
 

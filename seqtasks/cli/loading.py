@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import seqtasks
+from seqtasks.model_files.peek import other_task
 
 if TYPE_CHECKING:
     from seqtasks.search.settings import SearchSettings
@@ -34,6 +35,9 @@ def load_model(
         CommandError: for a missing, damaged or foreign checkpoint, a bad setting, or figures
             of attention that the model cannot give.
     """
+    refused = other_task(list(checkpoints), task)  # read before torch is imported: at once
+    if refused is not None:
+        raise CommandError(refused)
     from seqtasks.io.checkpoint_files import CheckpointError  # torch: after the arguments
 
     try:

@@ -11,7 +11,13 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from seqtasks.cli.arguments import CommandParser, given, positive_int
+from seqtasks.cli.arguments import (
+    CommandParser,
+    given,
+    model_reference,
+    non_negative_int,
+    positive_int,
+)
 from seqtasks.serving.access import KEY_VARIABLE
 
 if TYPE_CHECKING:
@@ -32,10 +38,12 @@ def seconds(text: str) -> float:
 
 
 def port_number(text: str) -> int:
-    """A TCP port LitServe accepts (1024–65535)."""
-    value = positive_int(text)
-    if not 1024 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be from 1024 to 65535, got {text}")
+    """A TCP port LitServe accepts (1024–65535), or 0: a free one, which the ready line names."""
+    value = non_negative_int(text)
+    if value != 0 and not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"must be from 1024 to 65535, got {text} (or 0 for a free port)"
+        )
     return value
 
 
@@ -48,10 +56,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "checkpoints",
         nargs="+",
+        type=model_reference,
         metavar="MODEL",
         help="checkpoints, model folders or hf://ORG/NAME models to serve",
     )
-    p.add_argument("--port", type=port_number, default=8000, help="the TCP port (default: 8000)")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=8000,
+        help="the TCP port (default: 8000; 0: a free one, named by the line saying it is ready)",
+    )
     p.add_argument("--host", choices=HOSTS, default="127.0.0.1", help="0.0.0.0: every interface")
     p.add_argument(
         "--open",
@@ -148,7 +162,9 @@ def settings_of(args: argparse.Namespace, key: str | None = None) -> ServerSetti
 
 def main(argv: list[str] | None = None) -> int:
     """Run the server until interrupted; 0 then, 2 for bad arguments, a missing LitServe, a
-    device that is not here, bad checkpoints, or a worker that cannot set up."""
+    device that is not here, bad checkpoints, a port that is taken, or a worker that cannot set
+    up. Meanwhile it says on stderr what is loading, and once it answers, that it is ready, on
+    which address, with which models (`seqtasks.serving.startup`)."""
     args = parser().parse_args(argv)
     try:
         import litserve  # noqa: F401
@@ -159,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     from seqtasks.io.checkpoint_files import CheckpointError
     from seqtasks.serving.access import ServerKeyError, server_key
     from seqtasks.serving.served import group_by_task
-    from seqtasks.serving.server import build_server, run
+    from seqtasks.serving.server import build_server, free_port, run
     from seqtasks.serving.workers import WorkerSetupError
 
     try:
@@ -187,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    try:
+        port = free_port(args.host, args.port)
+    except OSError as error:  # taken, or not one this user may listen on
+        print(
+            f"error: cannot listen on {args.host} port {args.port}: {error.strerror or error} "
+            "(choose another --port, or --port 0 for a free one)",
+            file=sys.stderr,
+        )
+        return 2
     print(
         f"serving {', '.join(groups)}: requests need the key of {KEY_VARIABLE} in X-API-Key"
         if key is not None
@@ -195,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     try:
-        run(server, args.host, args.port, args.log_level)
+        run(server, args.host, port, args.log_level)
     except WorkerSetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """Reading checkpoint files with errors a person can act on (what a checkpoint is, and how it
-is compared with others: `seqtasks.model_files`)."""
+is compared with others: `seqtasks.model_files`). torch is imported only to read one, so that
+`CheckpointError` is at hand to the commands before torch is."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import torch
 
 
 class CheckpointError(ValueError):
@@ -92,6 +91,8 @@ def torch_load(path: str | Path, weights_only: bool | None = True, mmap: bool = 
         raise CheckpointError(f"{path} is a folder, not a checkpoint file{hint}")
     if not path.is_file():
         raise CheckpointError(f"no such checkpoint: {path}")
+    import torch
+
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=weights_only, mmap=mmap)
     except Exception as error:  # any: see the docstring

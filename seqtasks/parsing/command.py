@@ -78,8 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     require_stdin(None)
     require_stdout(None)
-    from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets  # after the arguments
-
     search = given(beam=args.beam, stop=args.stop)
     try:
         model, _ = load_model(args.checkpoint, args.device, "parsing", search)
@@ -87,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CommandError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from seqtasks.parsing.ptb_text import PTBTokenizer, escape_brackets  # nltk: once loaded
 
     if args.pretokenized:
         sentences = [escape_brackets(line.split()) for line in lines]

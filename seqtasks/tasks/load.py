@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from seqtasks.devices import check_device
+from seqtasks.io.checkpoint_files import CheckpointError
+from seqtasks.model_files.peek import other_task
 from seqtasks.model_files.sources import Reference, check_members, open_model
-from seqtasks.registry import tasks
+from seqtasks.registry import task_entry
 from seqtasks.search.ensemble import EnsembleDecoder, EnsembleEncoder
 from seqtasks.tasks.model import Model
 
@@ -38,9 +40,12 @@ def load(
     """
     device = check_device(device)
     references = [model] if isinstance(model, (str, Path)) else list(model)
+    refused = None if task is None else other_task(references, task)
+    if refused is not None:  # said before any model is read whole
+        raise CheckpointError(refused)
     sources = [open_model(reference) for reference in references]
     check_members(sources, task)
-    entry = tasks()[sources[0].task]
+    entry = task_entry(sources[0].task)
     members = [source.build(device) for source in sources]
     first = members[0]
     if len(members) > 1:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -49,6 +50,18 @@ def test_the_usage_lists_every_command_with_what_it_does(argv, capsys):
 
 def test_version(capsys):
     assert help_of(["--version"], capsys) == f"seqtasks {seqtasks.__version__}\n"
+
+
+def test_the_version_is_one_and_the_changelog_says_what_it_changed():
+    """pyproject.toml, `seqtasks.__version__` (what model files record) and the newest entry of
+    CHANGELOG.md name one version: a change users notice is said where they look."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["version"] == seqtasks.__version__
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    newest = re.search(r"^## (\S+)", changelog, re.M)
+    assert newest is not None and newest[1] == seqtasks.__version__
 
 
 @pytest.mark.parametrize("name", ["x", "trainn", "--verbose"])
@@ -119,9 +132,12 @@ print(json.dumps([name for name in {HEAVY!r} if name in sys.modules]))
 
 
 def test_argument_errors_are_said_at_once_without_importing_anything_heavy():
-    """A command given no arguments, a bare `seqtasks fit`, an option or subcommand mistyped:
-    each says what is wrong (and "did you mean" what is near) at once, importing no torch:
-    argparse passes the "auto" defaults through their types too, which used to import it."""
+    """A command given no arguments, a bare `seqtasks fit`, an option or subcommand mistyped
+    (also where a required option is missing because it was mistyped), a checkpoint that is
+    not there, or a checkpoint or folder of another task: each says what is wrong (and "did
+    you mean" what is near) at once, importing no torch: argparse passes the "auto" defaults
+    through their types too, which used to import it."""
+    translation = FIXTURES / "translation_transformer.ckpt"
     commands = [
         ["translate"],
         ["parse", "--checkpoint"],
@@ -130,7 +146,13 @@ def test_argument_errors_are_said_at_once_without_importing_anything_heavy():
         ["evaluate", "parsing"],
         ["evaluate", "captioning"],
         ["evaluate", "translatoin"],
-        ["translate", "--checkpoint", "m.ckpt", "--beem", "3"],
+        ["translate", "--checkpoint", str(translation), "--beem", "3"],
+        ["translate", "--chekpoint", str(translation)],
+        ["evaluate", "translation", "--chekpoint", str(translation)],
+        ["translate", "--checkpoint", str(translation.parent / "translation_transformer.ckp")],
+        ["parse", "--checkpoint", str(translation)],
+        ["evaluate", "parsing", "--checkpoint", str(translation), "--gold", str(translation)],
+        ["export", str(translation), "out", "--to", "folder", "--quantization", "int8"],
         ["fit"],
         ["transalte"],
     ]
@@ -153,6 +175,15 @@ print(json.dumps([errors, [name for name in {HEAVY!r} if name in sys.modules]]))
     assert "the following arguments are required: --checkpoint" in said
     assert "invalid choice: 'translatoin'" in said and "(did you mean translation?)" in said
     assert "unrecognized arguments: --beem 3 (did you mean --beam?)" in said
+    assert "translate: error: unrecognized arguments: --chekpoint " in said
+    assert f"translation: error: unrecognized arguments: --chekpoint {translation} (did" in said
+    assert said.count("(did you mean --checkpoint?)") == 2
+    assert (
+        f"no such checkpoint or model folder: {translation.parent}/translation_transformer.ckp "
+        f"(did you mean {translation}?)"
+    ) in said
+    assert said.count(f"error: {translation} is a translation checkpoint, not a parsing one") == 2
+    assert "export: error: argument --quantization: is for --to ctranslate2" in said
     assert "error: seqtasks fit needs a config: --config F.yaml (configs/ holds one per" in said
     assert "error: unknown command 'transalte' (did you mean translate?)" in said
 
@@ -255,6 +286,7 @@ def test_search_options_reach_the_api_only_when_given(
     `test_beam`, `beam_stop` and length limit apply."""
     model = Recorder()
     monkeypatch.setattr(seqtasks, "load", lambda *args, **kwargs: model)
+    (tmp_path / "x.ckpt").touch()  # a path that is there (the load is the recorder)
     status, out, _ = run_command(
         "translate", "--checkpoint", str(tmp_path / "x.ckpt"), *options, stdin="a\nb\n"
     )
@@ -293,7 +325,7 @@ def test_an_n_best_over_the_models_beam_is_an_error_before_any_work(run_command)
             [
                 "translation",
                 "--checkpoint",
-                "c",
+                "F",
                 "--src",
                 "F",
                 "--ref",
@@ -317,3 +349,16 @@ def test_a_report_refuses_what_its_options_cannot_do_together(argv, said, tmp_pa
     assert exit_.value.code == 2
     error = capsys.readouterr().err
     assert f"seqtasks evaluate {argv[0]}: error: {said}" in error
+
+
+def test_lightnings_help_says_at_once_what_it_is_waiting_for(capsys):
+    """`seqtasks fit --help` spends seconds importing PyTorch and Lightning before its parser can
+    answer: a line on stderr says so first, rather than a silence."""
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "--help"])
+    out, err = capsys.readouterr()
+    assert done.value.code == 0 and "--config CONFIG" in out
+    assert err.splitlines()[0] == (
+        "seqtasks fit: reading Lightning's options (importing PyTorch and Lightning takes a few "
+        "seconds)…"
+    )

@@ -19,14 +19,13 @@ from starlette.requests import Request
 from test_serve_fuzz import IMAGE, Captioner, bomb, png
 
 from seqtasks.captioning.endpoint import CaptionSettings, form_settings
+from seqtasks.captioning.uploads import UploadError, read_image, read_upload
 from seqtasks.cli.serve import main
 from seqtasks.devices import DeviceError
 from seqtasks.parsing.endpoint import ParseRequest
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.endpoint import Limits, ModelEndpoint
-from seqtasks.serving.images import read_image
 from seqtasks.serving.server import accelerator
-from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import (
     FALLBACK,
     MAX_PROBLEMS,
@@ -312,12 +311,14 @@ def test_an_image_pillow_fails_on_in_an_unexpected_way_is_still_that_requests_42
 def test_a_gpu_that_is_not_here_is_refused_before_anything_starts(tmp_path, capsys):
     with pytest.raises(DeviceError, match="device 'cuda' is not here"):
         accelerator("cuda")
-    assert main([str(tmp_path / "missing.ckpt"), "--device", "cuda"]) == 2
+    (tmp_path / "empty.ckpt").touch()  # there: the device is what is refused
+    assert main([str(tmp_path / "empty.ckpt"), "--device", "cuda"]) == 2
     assert capsys.readouterr().err.startswith("error: device 'cuda' is not here")
 
 
 def test_an_unknown_device_is_refused(tmp_path, capsys):
-    assert main([str(tmp_path / "missing.ckpt"), "--device", "tpu"]) == 2
+    (tmp_path / "empty.ckpt").touch()  # there: the device is what is refused
+    assert main([str(tmp_path / "empty.ckpt"), "--device", "tpu"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown device 'tpu'")
     assert accelerator("cpu") == ("cpu", 1)
 
