@@ -432,7 +432,7 @@ def test_cross_attention_is_chosen_apart_from_the_self_attention():
     from types import SimpleNamespace
 
     from seqtasks.attention import GeneralAttention, MultiHeadAttention
-    from seqtasks.export.ctranslate2 import refusal
+    from seqtasks.translation.ctranslate2.export import refusal
 
     encoder, _ = small_model()
     sizes = dict(d_model=16, num_heads=4, num_layers=2, ff_dim=32)

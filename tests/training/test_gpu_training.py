@@ -23,8 +23,8 @@ from seqtasks.cli.export import main as export
 from seqtasks.data.batch import Batch, Padding
 from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
-from seqtasks.export.ctranslate2_search import translate_as_seqtasks
-from seqtasks.export.ctranslate2_spec import transformer_spec
+from seqtasks.translation.ctranslate2.search import translate_as_seqtasks
+from seqtasks.translation.ctranslate2.spec import transformer_spec
 from seqtasks.search import search
 from seqtasks.tasks.objective import Objective
 from seqtasks.translation.data import Example, TranslationData, collate

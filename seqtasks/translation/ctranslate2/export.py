@@ -1,7 +1,7 @@
 """`seqtasks export CKPT --to ctranslate2 OUT/`: a Transformer translation checkpoint as a
 CTranslate2 model folder, with the sentencepiece models (`source.model`, `target.model`), what
 was exported (`seqtasks_export.json`) and a README beside it. The weight mapping is in
-`ctranslate2_spec`; seqtasks' search, set up in CTranslate2, in `ctranslate2_search`.
+`spec.py`; seqtasks' search, set up in CTranslate2, in `search.py`.
 
 Refused, with the checkpoint and the reason named (`ExportError`): captioning and parsing
 checkpoints, any other encoder or decoder (RNNs, image encoders), subclasses of the two,
@@ -22,8 +22,6 @@ from seqtasks.attention.multihead import MultiHeadAttention
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders.transformer import TransformerEncoder
-from seqtasks.export import QUANTIZATIONS
-from seqtasks.export.ctranslate2_spec import layer_norm_epsilons, transformer_spec
 from seqtasks.export.staging import (
     ExportError,
     prepare_output,
@@ -32,7 +30,9 @@ from seqtasks.export.staging import (
 )
 from seqtasks.model_files.hub import is_hub_name
 from seqtasks.model_files.sources import Reference, open_model
-from seqtasks.registry import tasks
+from seqtasks.translation import TASK
+from seqtasks.translation.ctranslate2 import QUANTIZATIONS
+from seqtasks.translation.ctranslate2.spec import layer_norm_epsilons, transformer_spec
 
 # What the weights are, in words, where the option's name does not say it.
 WEIGHTS = {"none": "float32, as trained"}
@@ -49,11 +49,10 @@ def load_translation_task(model: Reference) -> Any:
         ExportError: for a model of another task.
     """
     source = open_model(model)
-    entry = tasks()[source.task]
-    if entry.not_exported is not None:
+    if source.task != TASK.name:
         raise ExportError(
             f"{source.where} is a {source.task} {source.kind} and cannot be exported to "
-            f"CTranslate2: {entry.not_exported}"
+            f"CTranslate2: only {TASK.name} models can"
         )
     return source.build("cpu")
 
@@ -194,7 +193,7 @@ print(target.decode(results[0].hypotheses[0]))
 ```
 
 `seqtasks_export.json` records the architecture and seqtasks' own search settings (length
-penalty, length limit); `seqtasks.export.ctranslate2_search.translate_as_seqtasks` decodes
+penalty, length limit); `seqtasks.translation.ctranslate2.search.translate_as_seqtasks` decodes
 with them as seqtasks does.
 """
 
