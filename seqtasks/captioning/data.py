@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -236,6 +237,11 @@ class ShapesData(CaptionData):
         seed: seed of the world.
         test_split, batch_size, num_workers, image_cache: as in `CaptionData`.
     """
+
+    # 0.1's settings, answered with their names now (`seqtasks.old_names`)
+    RENAMED: ClassVar[dict[str, str]] = {
+        f"num_{split}": f"counts.{split}" for split in ("train", "val", "test", "holdout")
+    }
 
     def __init__(
         self,
