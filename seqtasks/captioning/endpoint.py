@@ -1,5 +1,5 @@
 """POST /caption: `seqtasks serve`'s endpoint for captioning models, the form fields an upload
-may carry, and its answer.
+may carry (the upload and its image are read by `uploads`), and its answer.
 
 No `from __future__ import annotations` here: LitServe hands `decode_request`'s annotation to
 FastAPI as the request body's type, and FastAPI reads the request's field types, as objects,
@@ -13,13 +13,12 @@ import torch
 from fastapi import Body
 from pydantic import ValidationError
 
+from seqtasks.captioning.uploads import UploadError, read_image, read_upload
 from seqtasks.search.settings import SearchSettings
 from seqtasks.serving import answers
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
-from seqtasks.serving.images import read_image
 from seqtasks.serving.requests import SearchRequest, attention_flag
-from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import short_value
 
 ImageBody = Annotated[bytes, Body(media_type="application/octet-stream")]

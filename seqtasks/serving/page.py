@@ -51,11 +51,11 @@ def describe(
 ) -> dict[str, Any]:
     """What `GET /models` answers: for each task served, its endpoint's form (`form`: its
     path, whether it reads text or an image, its heading and labels:
-    `ModelEndpoint.form`), its models as they were named, an example input (None where the
-    training data's was not recorded), their own search settings (None where not recorded: the
-    page then leaves them to the model without showing them), whether a request may ask for
-    their attention (the models give it and the endpoint takes it), and the limits of a
-    request."""
+    `ModelEndpoint.form`), its models' names (never their paths: `served.model_name`), an
+    example input (None where the training data's was not recorded), their own search
+    settings (None where not recorded: the page then leaves them to the model without showing
+    them), whether a request may ask for their attention (the models give it and the endpoint
+    takes it), and the limits of a request."""
     return {
         task: {
             "form": forms[task],

@@ -1,29 +1,55 @@
 """The models a server holds, grouped by task (`group_by_task`): each task's checkpoints or model
 folders (several: an ensemble), checked in the server's process before any worker starts, and
-what the page is told of them (`Served`)."""
+what the page, /models and /info are told of them (`Served`): each model's name, never its
+path, which would tell every client where the server keeps its files (`model_name`)."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqtasks.model_files.hub import is_hub_name
 from seqtasks.model_files.sources import check_members, open_model
+
+VERSION = re.compile(r"version_\d+")  # a Lightning logger's run folder
 
 
 @dataclass(frozen=True)
 class Served:
     """One task's models as the server holds them: the local checkpoints or folders its
-    workers load (several: an ensemble), how each was named, and what the page starts from:
-    the first model's search settings and an example input (None where not recorded), and
-    whether the models give attention."""
+    workers load (several: an ensemble), their names (`model_name`), and what the page starts
+    from: the first model's search settings and an example input (None where not recorded),
+    and whether the models give attention."""
 
     paths: list[str]
     names: list[str]
     search: dict[str, Any] | None = None
     example: str | None = None
     attention: bool = True
+
+
+def model_name(where: str | Path, path: str | Path) -> str:
+    """What clients are told a model is called, `where` as it was given and `path` its local
+    copy: an `hf://` model its Hub name (`hf://ORG/NAME@COMMIT`), a model folder its folder's
+    name, a checkpoint its file's stem, followed by its run where Lightning named the file
+    (`ROOT/lightning_logs/version_0/checkpoints/last.ckpt`: "last (ROOT version_0)")."""
+    if is_hub_name(where):
+        return str(where)
+    local = Path(os.path.abspath(path))  # "." and ".." named by the folders they are
+    if local.is_dir():
+        return local.name
+    folder = local.parent
+    if folder.name != "checkpoints":
+        return local.stem
+    run = folder.parent.name  # version_N, or the folder a checkpoint callback was given
+    if VERSION.fullmatch(run):
+        logs = folder.parent.parent
+        run = f"{logs.parent.name if logs.name == 'lightning_logs' else logs.name} {run}".strip()
+    return f"{local.stem} ({run})" if run else local.stem
 
 
 def group_by_task(models: Sequence[str | Path]) -> dict[str, Served]:
@@ -43,7 +69,7 @@ def group_by_task(models: Sequence[str | Path]) -> dict[str, Served]:
         first = members[0]
         groups[task] = Served(
             paths=[str(source.path) for source in members],
-            names=[source.where for source in members],
+            names=[model_name(source.where, source.path) for source in members],
             search=first.search or first.identity.search,
             example=(first.identity.data or {}).get("example"),
             attention=all(source.gives_attention for source in members),

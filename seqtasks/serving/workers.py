@@ -6,21 +6,25 @@ LitServe's own start (`LitServer.verify_worker_status`) goes on as soon as ANY w
 so an endpoint whose worker failed would be served by nothing, and it waits for ever when no
 worker was started at all; what a worker failed on is only in that worker's traceback. Here an
 endpoint's `setup` hands its reason to `report_setup_failure`, which sends it to the main
-process through a queue the server gives every endpoint before it starts them.
+process through a queue the server gives every endpoint before it starts them. Meanwhile the
+server says what is loading, and once it answers, that it is ready (`startup`).
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import SimpleQueue
 from typing import Any
 
 import litserve as ls
 from litserve.utils import WorkerSetupStatus
+
+from seqtasks.serving.startup import Startup
 
 POLL_SECONDS = 0.05
 
@@ -31,27 +35,45 @@ class WorkerSetupError(RuntimeError):
 
 class CheckedServer(ls.LitServer):
     """A LitServer that serves only once all its workers are ready, and otherwise stops its
-    processes and raises WorkerSetupError (KeyboardInterrupt too stops them all)."""
+    processes and raises WorkerSetupError (KeyboardInterrupt too stops them all); with a
+    `startup`, it says what is loading meanwhile, and when it is ready."""
 
-    def run(self, *args: Any, **kwargs: Any) -> None:
+    startup: Startup | None = None
+
+    def run(self, host: str, port: int, **kwargs: Any) -> None:
+        self.address = (host, port)
         self.setup_failures: SimpleQueue = multiprocessing.get_context("spawn").SimpleQueue()
         for endpoint in self.litapi_connector:
             endpoint.setup_failures = self.setup_failures
-        super().run(*args, **kwargs)
+        super().run(host=host, port=port, **kwargs)
 
     def verify_worker_status(self) -> None:
+        progress = None if self.startup is None else self.startup.loading
         try:
-            wait_for_workers(self.workers_setup_status, self.inference_workers, self.setup_failures)
+            wait_for_workers(self.workers_setup_status, self.inference_workers,
+                             self.setup_failures, progress)  # fmt: skip
         except BaseException as error:
             reason = "keyboard_interrupt" if isinstance(error, KeyboardInterrupt) else "setup"
             self._perform_graceful_shutdown(self.transport_config.manager, {}, reason)
             raise
 
+    def _start_server(self, *args: Any, **kwargs: Any) -> dict:
+        """LitServe's start of the HTTP processes; then, in a thread of this process (started
+        after they are forked), the ready line once /health answers (`Startup.announce`)."""
+        servers = super()._start_server(*args, **kwargs)
+        if self.startup is not None:
+            threading.Thread(target=self.startup.announce, args=self.address, daemon=True).start()
+        return servers
+
 
 def wait_for_workers(
-    statuses: Any, workers: Sequence[BaseProcess], failures: SimpleQueue | None
+    statuses: Any,
+    workers: Sequence[BaseProcess],
+    failures: SimpleQueue | None,
+    progress: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> None:
-    """Return once every worker's status (LitServe's shared dict) is READY.
+    """Return once every worker's status (LitServe's shared dict) is READY, handing the
+    statuses to `progress` at every look meanwhile (`Startup.loading`).
 
     Raises:
         WorkerSetupError: with the first reason reported through `failures`, as soon as a
@@ -60,9 +82,12 @@ def wait_for_workers(
     if not workers:
         raise WorkerSetupError("no worker was started: LitServe found no device to put one on")
     while True:
-        states = list(statuses.values())
+        current = dict(statuses.items())  # one look at LitServe's shared dict
+        states = list(current.values())
         if states and all(state == WorkerSetupStatus.READY for state in states):
             return
+        if progress is not None:
+            progress(current)
         ended = [worker for worker in workers if not worker.is_alive()]
         if ended or WorkerSetupStatus.ERROR in states:
             if failures is not None and not failures.empty():

@@ -33,12 +33,12 @@ from conftest import load_script, subprocess_env, two_step_trainer
 from test_serve_fuzz import bomb, fuzz_requests, fuzz_seed
 
 import seqtasks
+from seqtasks.captioning.uploads import UploadError, read_upload
 from seqtasks.cli.export import main as export
 from seqtasks.cli.serve import main
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.page import render
 from seqtasks.serving.server import ServerSettings, build_server
-from seqtasks.serving.uploads import UploadError, read_upload
 
 LIMITS = ["--max-sentences", "8", "--max-chars", "200", "--max-length", "30"]
 LIMITS += ["--max-attention", "5000"]
@@ -162,9 +162,33 @@ def test_a_task_whose_endpoint_cannot_be_imported_does_not_stop_a_server_of_othe
     )
 
 
-def test_command_line_errors_are_reported_before_anything_starts(tmp_path, capsys):
-    assert main([str(tmp_path / "missing.ckpt")]) == 2
-    assert "error: no such checkpoint" in capsys.readouterr().err
+def test_an_outside_endpoint_at_a_path_another_task_answers_never_shadows_it(monkeypatch, caplog):
+    """A task whose endpoint answers a path a served task answers (an outside package's
+    POST /parse) gets no 404 route there, with a warning; served together, the two are refused
+    in one line, before any worker starts."""
+    from seqtasks import registry
+    from seqtasks.serving import server as server_module
+
+    twin = registry.TaskEntry(
+        "seqtasks.parsing", "twin", ".task.ParsingTask", ".parser.Parser",
+        endpoint=".endpoint.ParseEndpoint",
+    )  # fmt: skip
+    monkeypatch.setattr(server_module, "tasks", lambda: {**registry.tasks(), "twin": twin})
+    with caplog.at_level("WARNING", logger="seqtasks.serving.server"):
+        server = build_server({"parsing": ["parser.ckpt"]}, ServerSettings(device="cpu"))
+    paths = [route.path for route in server.app.routes]
+    assert paths.count("/parse") == 1
+    assert "no route for the twin task: /parse is the parsing task's" in caplog.text
+    with pytest.raises(ValueError, match="cannot serve twin and parsing together: both answer"):
+        build_server({"parsing": ["a.ckpt"], "twin": ["b.ckpt"]}, ServerSettings(device="cpu"))
+
+
+def test_command_line_errors_are_reported_before_anything_starts(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.ckpt")])
+    assert "argument MODEL: no such checkpoint or model folder: " in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.ckpt").touch()  # there: the option at fault is the one refused
     with pytest.raises(SystemExit):
         main(["x.ckpt", "--port", "80"])
     assert "--port: must be from 1024 to 65535, got 80" in capsys.readouterr().err
@@ -312,18 +336,27 @@ def call(
 
 
 class Server:
-    """`python -m seqtasks serve ARGS` on a free port, its output in `log`; with `key`, started
-    with it as LIT_SERVER_API_KEY, and asked with it (`get`, `post`)."""
+    """`python -m seqtasks serve ARGS` on a free port (or on `port`: 0 lets it choose one, which
+    `url` then does not know), its output in `log`; with `key`, started with it as
+    LIT_SERVER_API_KEY, and asked with it (`get`, `post`)."""
 
-    def __init__(self, args: list[str], folder: Path, key: str | None = None):
-        self.url = f"http://127.0.0.1:{free_port()}"
+    def __init__(
+        self,
+        args: list[str],
+        folder: Path,
+        key: str | None = None,
+        port: int | None = None,
+        log_level: str = "warning",
+    ):
+        port = free_port() if port is None else port
+        self.url = f"http://127.0.0.1:{port}"
         self.key = key
         self.log = folder / "server.log"
         env = subprocess_env() | ({"LIT_SERVER_API_KEY": key} if key is not None else {})
         with open(self.log, "wb") as log:
-            command = [sys.executable, "-m", "seqtasks", "serve", *args, "--log-level", "warning"]
+            command = [sys.executable, "-m", "seqtasks", "serve", *args, "--log-level", log_level]
             self.process = subprocess.Popen(
-                [*command, "--port", self.url.rpartition(":")[2]],
+                [*command, "--port", str(port)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=folder,
@@ -409,9 +442,28 @@ def assert_same(answer: list[dict], reference: list[dict]) -> None:
 
 @pytest.mark.slow
 def test_health_and_info_cover_every_endpoint(server):
-    assert server.get("/health") == (200, "ok")
+    assert server.get("/health") == (200, "ok\n")  # a line, as curl shows it
     status, info = server.get("/info")
     assert status == 200 and sorted(info["model"]) == ["captioning", "parsing", "translation"]
+
+
+@pytest.mark.slow
+def test_no_answer_nor_the_page_names_where_the_models_are(server, checkpoints, tmp_path_factory):
+    """/info, /models and the page name each model (a folder by its name, a checkpoint by its
+    file's stem and run folder), never by its path: that would tell every client where the
+    server keeps its files."""
+    checkpoint = checkpoints["translation"]
+    names = {
+        "translation": [f"{checkpoint.stem} ({checkpoint.parent.parent.name})", "translation"],
+        "parsing": ["parsing"],
+        "captioning": ["captioning"],
+    }
+    assert server.get("/info")[1]["model"] == names
+    assert {task: about["models"] for task, about in server.get("/models")[1].items()} == names
+    answers = [json.dumps(server.get(path)[1]) for path in ("/info", "/models", "/health")]
+    answers.append(call(server.url + "/")[1])
+    root = str(tmp_path_factory.getbasetemp())
+    assert not [text for text in answers if root in text or str(checkpoint.parent) in text]
 
 
 @pytest.mark.slow
@@ -796,7 +848,7 @@ def test_fuzzed_requests_never_get_a_5xx_nor_fail_good_ones(server, good_request
             assert status < 500, f"{why}: {status} {answer}"
             assert isinstance(answer, dict), f"{why}: {answer}"  # a 4xx with a detail, or a 200
             assert status == 200 or answer.get("detail"), f"{why}: {answer}"
-    assert server.process.poll() is None and server.get("/health") == (200, "ok")
+    assert server.process.poll() is None and server.get("/health") == (200, "ok\n")
 
 
 @pytest.mark.slow
@@ -824,6 +876,66 @@ def test_a_worker_that_cannot_set_up_ends_the_server_with_its_reason(checkpoints
         while time.monotonic() < deadline:
             os.killpg(started.process.pid, 0)
             time.sleep(0.2)
+
+
+READY = re.compile(r"^seqtasks serve: ready on (http://127\.0\.0\.1:\d+) \((.*)\)$", re.M)
+BOUND = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")  # at once, before loading
+
+
+@pytest.mark.slow
+def test_serve_says_what_it_loads_and_once_it_answers_where_and_with_what(checkpoints, tmp_path):
+    """With --port 0, an ensemble and a parser, behind a key: a line at once naming what its
+    workers load, then exactly one ready line, written only once /health answers 200, with the
+    address the server took and each task's models by name (no path)."""
+    translation, parsing = checkpoints["translation"], checkpoints["parsing"]
+    models = [str(translation), str(translation), str(parsing)]
+    started = Server(models, tmp_path, KEY, port=0, log_level="info")
+    looks: list[tuple[bool, int | None]] = []  # (ready line written, /health's status after)
+    try:
+        deadline = time.monotonic() + 240
+        while not (looks and looks[-1][0]) and time.monotonic() < deadline:
+            assert started.process.poll() is None, started.output()
+            log = started.log.read_text(errors="replace")
+            bound = BOUND.search(log)
+            if bound:
+                started.url = bound[1]
+                try:
+                    status = started.get("/health")[0]
+                except (urllib.error.URLError, ConnectionError):
+                    status = None
+                looks.append((READY.search(log) is not None, status))
+            time.sleep(0.1)
+        assert looks and looks[-1][0], f"no ready line in 240 s: {started.output()}"
+        started.wait_until_healthy()
+        assert started.get("/health") == (200, "ok\n")
+        log = started.log.read_text(errors="replace")
+    finally:
+        stopped = started.stop()
+    assert stopped == 0, started.output()
+    assert all(status == 200 for ready, status in looks if ready)  # the line, then /health
+    assert any(status != 200 for ready, status in looks if not ready), looks
+    ((url, served),) = READY.findall(log)  # one ready line
+    name = f"{translation.stem} (translation)"
+    assert url == started.url
+    assert served == f"translation: {name} + {name}; parsing: {parsing.stem} (parsing)"
+    ours = [line for line in log.splitlines() if line.startswith("seqtasks serve: ")]
+    assert ours[0] == (
+        f"seqtasks serve: loading translation ({name} + {name}), parsing ({parsing.stem} "
+        "(parsing)) in 2 worker processes"
+    )
+    assert ours[-1].startswith("seqtasks serve: ready on") and str(tmp_path) not in "".join(ours)
+
+
+def test_a_port_that_is_taken_is_refused_before_any_worker_starts(checkpoints, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main([str(checkpoints["parsing"]), "--port", str(port)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot listen on 127.0.0.1 port {port}: Address already in use (choose "
+        "another --port, or --port 0 for a free one)\n"
+    )
 
 
 @pytest.mark.slow
@@ -940,7 +1052,8 @@ def test_the_server_serves_the_page_and_says_what_each_model_is(server, checkpoi
     status, models = server.get("/models")
     assert status == 200 and sorted(models) == ["captioning", "parsing", "translation"]
     translation = models["translation"]
-    assert translation["models"][0] == str(checkpoints["translation"])
+    checkpoint = checkpoints["translation"]
+    assert translation["models"] == [f"{checkpoint.stem} (translation)", "translation"]
     assert translation["search"]["beam"] == 2 and translation["search"]["n_best"] == 1
     recorded = torch.load(checkpoints["translation"], weights_only=True)["seqtasks_identity"]
     assert translation["example"] == recorded["data"]["example"] and translation["example"]
@@ -1097,7 +1210,8 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     assert page.locator("#translation-heatmap .src").count() == len(want["source_pieces"])
     canvas = "document.querySelector('#translation-heatmap canvas')"
     size = page.evaluate(f"[{canvas}.width, {canvas}.height]")
-    assert size == [16 * len(want["source_pieces"]), 16 * len(want["pieces"])]
+    cell = cell_size(page)
+    assert size == [cell * len(want["source_pieces"]), cell * len(want["pieces"])]
     page.focus("#translation-heatmap .tgt")  # by keyboard: the first target lights its sources
     assert page.locator("#translation-heatmap .src.lit").count() == len(want["source_pieces"])
 
@@ -1211,21 +1325,30 @@ def test_the_page_captions_an_image_dropped_on_it(page, server, checkpoints):
     assert page.locator("#captioning-strip figure").count() == len(result["attention"]["rows"])
 
 
+MIN_CELL, MAX_CELL = 14, 32  # px: a heat map cell's side (views.js)
+
+
+def cell_size(page) -> int:
+    """The side of the translation heat map's cells, px, as the page drew them."""
+    return int(page.get_attribute("#translation-heatmap", "data-cell"))
+
+
 def veiled(page) -> int:
     """How many cells of the heat map the veils cover (their centres), as the page shows it."""
     return page.evaluate(
-        """() => {
+        """(cell) => {
         const map = document.querySelector('#translation-heatmap');
         const canvas = map.querySelector('canvas');
         const veils = [...map.querySelectorAll('.veil:not([hidden])')]
           .map((v) => v.getBoundingClientRect());
         const box = canvas.getBoundingClientRect();
         let covered = 0;
-        for (let y = box.top + 8; y < box.bottom; y += 16)
-          for (let x = box.left + 8; x < box.right; x += 16)
+        for (let y = box.top + cell / 2; y < box.bottom; y += cell)
+          for (let x = box.left + cell / 2; x < box.right; x += cell)
             covered += veils.some((v) => x > v.left && x < v.right && y > v.top && y < v.bottom);
         return covered;
-    }"""
+    }""",
+        cell_size(page),
     )
 
 
@@ -1257,6 +1380,103 @@ def test_the_largest_heat_map_an_answer_may_hold_is_quick_to_hover(page):
     ]
     assert sorted(times)[len(times) // 2] < 100, times
     assert page.locator("#translation-heatmap .src.lit").count() == 241
+
+
+DRAW_MAP = """([rows, columns, low]) => {
+    // A character model's map, synthetic: each target character attends mostly to one source
+    // character, and `low` to every other.
+    const w = Array.from({length: rows}, (_, i) => Array.from({length: columns},
+      (_, j) => (j === i % columns ? 1 - low * (columns - 1) : low)));
+    $('translation-result').hidden = false; $('translation-pieces-view').hidden = false;
+    const letters = (n, from) => Array.from({length: n}, (_, k) => from[k % from.length]);
+    heatmap($('translation-heatmap'), letters(rows, 'abcdefghij'), letters(columns, 'klmnopq'), w);
+}"""
+GEOMETRY = """() => {
+    const map = $('translation-heatmap'), scroll = map.parentNode;
+    return {cell: Number(map.dataset.cell), width: map.querySelector('canvas').offsetWidth,
+            right: map.getBoundingClientRect().right,
+            window: document.documentElement.clientWidth,
+            scrolls: scroll.scrollWidth > scroll.clientWidth};
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_a_character_models_heat_map_is_sized_to_its_pieces_and_the_window(page):
+    """A date of 20 characters gets cells of MAX_CELL px (a map of 16 px cells was a 320 px
+    square); 60 source × 45 target characters fill the window's width, within it, without
+    scrolling, and a narrower window redraws them narrower, still within it; 241 source pieces
+    keep cells of MIN_CELL px, and scroll."""
+    page.evaluate(DRAW_MAP, [20, 20, 0.01])
+    short = page.evaluate(GEOMETRY)
+    assert short["cell"] == MAX_CELL and short["width"] == 20 * MAX_CELL, short
+    page.evaluate(DRAW_MAP, [45, 60, 0.01])
+    wide = page.evaluate(GEOMETRY)
+    assert wide["width"] == 60 * wide["cell"] and MIN_CELL <= wide["cell"] <= MAX_CELL
+    assert wide["width"] > 0.8 * wide["window"] > 300, wide
+    assert wide["right"] <= wide["window"] and not wide["scrolls"], wide
+    page.set_viewport_size({"width": 1000, "height": 900})
+    page.wait_for_function(f"Number($('translation-heatmap').dataset.cell) < {wide['cell']}")
+    narrow = page.evaluate(GEOMETRY)
+    assert narrow["cell"] >= MIN_CELL and narrow["width"] > 0.8 * narrow["window"], narrow
+    assert narrow["right"] <= narrow["window"] and not narrow["scrolls"], narrow
+    page.evaluate(DRAW_MAP, [10, 241, 0.001])
+    long = page.evaluate(GEOMETRY)
+    assert long["cell"] == MIN_CELL and long["scrolls"], long
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_small_weights_show_on_the_heat_map_in_the_colours_of_its_legend(page):
+    """A weight of 0.01 (a long source's share) is plainly not white, a larger one darker, 0
+    white; the legend's swatches are the colours the cells are drawn in."""
+    page.evaluate(DRAW_MAP, [45, 60, 0.01])
+    colours = page.evaluate(
+        """() => {
+        const map = $('translation-heatmap'), cell = Number(map.dataset.cell);
+        const context = map.querySelector('canvas').getContext('2d');
+        const at = (i, j) => `rgb(${[...context.getImageData(
+          j * cell + cell / 2, i * cell + cell / 2, 1, 1).data.slice(0, 3)].join(', ')})`;
+        const legend = [...document.querySelectorAll('#translation-scale .swatch')].map(
+          (swatch) => [swatch.textContent, getComputedStyle(swatch.firstChild).backgroundColor]);
+        return {low: at(0, 1), high: at(0, 0), legend};
+    }"""
+    )
+    low, high = (list(map(int, re.findall(r"\d+", colours[k]))) for k in ("low", "high"))
+    assert min(low) <= 255 - 40, colours  # 0.01: a colour, not a white
+    assert sum(high) < sum(low) - 200, colours  # 0.41: much darker
+    legend = dict(colours["legend"])
+    assert [weight for weight, _ in colours["legend"]] == "0 0.01 0.05 0.1 0.25 0.5 1".split()
+    assert legend["0.01"] == colours["low"] and legend["0"] == "rgb(255, 255, 255)", colours
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_key_is_applied_by_its_button_or_by_enter_from_the_keyboard(browser, server):
+    """The key set in its field without typing (as a password manager fills it): applied by
+    the button (clicked, or Enter on it after Tab) or by Enter in the field; a wrong one is
+    said to be refused."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(server.url + "/")
+    page.wait_for_selector("#status:has-text('needs its API key')")
+    fill = "(key) => { document.getElementById('api-key').value = key; }"
+    page.evaluate(fill, "wrong")
+    page.click("#key-apply")
+    page.wait_for_selector("#status:has-text('refused this key')")
+    page.evaluate(fill, KEY)
+    page.focus("#api-key")
+    tab_to(page, "#key-apply")  # the next stop after the field
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#translation:not([hidden])")
+    assert page.text_content("#status").startswith("This server holds")
+    page.evaluate(fill, "wrong again")
+    page.focus("#api-key")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#status:has-text('refused this key')")
+    assert page.get_attribute("#key-apply", "type") == "submit" and not unnamed(page)
+    screenshot(page, "key-applied")
+    context.close()
 
 
 # ---- the key, and the size of an attention answer ---------------------------------------------
@@ -1291,7 +1511,9 @@ def test_the_key_guards_every_route_but_the_page(server):
 def test_an_empty_key_refuses_to_start_unless_an_open_server_is_asked_for(
     tmp_path, capsys, monkeypatch
 ):
-    missing = str(tmp_path / "missing.ckpt")
+    missing = tmp_path / "empty.ckpt"  # there (the argument is taken), but no checkpoint
+    missing.touch()
+    missing = str(missing)
     for empty in ("", "  "):
         monkeypatch.setenv("LIT_SERVER_API_KEY", empty)
         assert main([missing]) == 2
@@ -1300,7 +1522,9 @@ def test_an_empty_key_refuses_to_start_unless_an_open_server_is_asked_for(
             "it to the key, unset it, or pass --open to serve without one\n"
         )
         assert main([missing, "--open"]) == 2  # past the key: the checkpoint is what is wrong
-        assert capsys.readouterr().err.startswith("error: no such checkpoint")
+        assert f"error: {missing} is not a readable PyTorch checkpoint: the file is empty" in (
+            capsys.readouterr().err
+        )
     monkeypatch.setenv("LIT_SERVER_API_KEY", "k")
     assert main([missing, "--open"]) == 2
     assert "--open serves without a key, but LIT_SERVER_API_KEY sets one" in (

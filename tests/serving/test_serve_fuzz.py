@@ -25,10 +25,9 @@ from pydantic import ValidationError
 
 from seqtasks.captioning.captions import load_image
 from seqtasks.captioning.endpoint import form_settings
+from seqtasks.captioning.uploads import UploadError, read_image, read_upload
 from seqtasks.parsing.endpoint import ParseRequest
 from seqtasks.serving.batching import RequestError
-from seqtasks.serving.images import read_image
-from seqtasks.serving.uploads import UploadError, read_upload
 from seqtasks.serving.validation import FALLBACK, validation_error_answer
 from seqtasks.translation.endpoint import TranslateRequest
 

@@ -115,13 +115,13 @@ function draw(find, result, image) {
   find("repairs").textContent = repairs
     ? `the constrained decoder made ${repairs} repair${repairs === 1 ? "" : "s"} to the bracket sequence`
     : "no repairs were needed";
+  find("result").hidden = false; // shown first: the heat map sizes its cells to the room it has
   find("tree-view").hidden = !result.tree;
   if (result.tree) drawTree(find("tree"), readTree(result.tree));
   find("pieces-view").hidden = !(attention && attention.columns);
   if (attention && attention.columns) heatmap(find("heatmap"), attention.rows, attention.columns, attention.weights);
   find("grid-view").hidden = !(attention && attention.grid && image);
   if (attention && attention.grid && image) overlays(find, attention, URL.createObjectURL(image));
-  find("result").hidden = false;
 }
 
 function start(task, about) {
@@ -154,23 +154,33 @@ function show(models) {
   }
 }
 
+let asking = 0; // the latest question to /models: an earlier answer, come late, is dropped
+
 async function holds() {
-  const status = $("status");
+  const status = $("status"), asked = ++asking, key = $("api-key").value;
   try {
     const response = await fetch("/models", withKey());
+    if (asked !== asking) return;
     if (response.status === 401) {
-      status.textContent = "This server needs its API key: type it below.";
+      status.textContent = key
+        ? "The server refused this key: check it, then press Use this key (or Enter)."
+        : "This server needs its API key: type it below, then press Use this key (or Enter).";
       $("key-box").open = true;
       return;
     }
     if (!response.ok) throw new Error(`the server answered ${response.status}`);
     const models = await response.json();
+    if (asked !== asking) return;
     show(models);
     status.textContent = `This server holds ${Object.keys(models).join(", ")}.`;
   } catch (error) {
-    status.textContent = `Cannot ask the server what it holds: ${error.message}`;
+    if (asked === asking) status.textContent = `Cannot ask the server what it holds: ${error.message}`;
   }
 }
 
-$("api-key").addEventListener("input", holds);
+// The key is tried when applied (its button, or Enter in its field), and half a second after
+// it was typed or pasted, so that a half-typed key is not refused at every keystroke.
+let typed = 0;
+$("api-key").addEventListener("input", () => { clearTimeout(typed); typed = setTimeout(holds, 500); });
+$("key-form").addEventListener("submit", (event) => { event.preventDefault(); clearTimeout(typed); holds(); });
 holds();

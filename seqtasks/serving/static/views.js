@@ -22,32 +22,76 @@ const fmt = (x) => (x === null || x === undefined ? "n/a" : Number(x).toFixed(3)
 // sentencepiece's word-start mark, shown as a visible space
 const shown = (piece) => piece.replaceAll("\u2581", "\u2423");
 
-const CELL = 16; // px: a heat map cell, and the width (or height) of the piece naming it
+// A cell's side, px: the map fills the width it has, up to MAX_CELL a cell and the window's
+// height, and below MIN_CELL, where a piece's name would no longer fit, it scrolls.
+const MIN_CELL = 14, MAX_CELL = 32;
+// A weight's colour: white for 0, then from a light to a dark blue by its square root, so that
+// the small weights of a long source (a character model's 0.01s) still show.
+const LIGHT = [222, 235, 247], DARK = [8, 48, 107];
+const strength = (w) => Math.sqrt(Math.min(Math.max(w, 0), 1));
+const shade = (w) => {
+  if (!(w > 0)) return "rgb(255, 255, 255)";
+  const t = strength(w);
+  return `rgb(${LIGHT.map((c, k) => Math.round(c + (DARK[k] - c) * t)).join(", ")})`;
+};
+const SCALE = [0, 0.01, 0.05, 0.1, 0.25, 0.5, 1]; // the weights the legend shows
+
+function legend(scale) {
+  // The colours of SCALE's weights, drawn with `shade` as the cells are.
+  if (!scale || scale.childElementCount) return;
+  for (const w of SCALE) {
+    const swatch = scale.appendChild(el("span", { class: "swatch", "data-weight": w }));
+    swatch.append(el("span", { class: "chip", "aria-hidden": "true", style: `background: ${shade(w)}` }), String(w));
+  }
+}
+
+function cellSize(map, side, rows, columns) {
+  // What fits the width beside the row pieces, and the window's height.
+  const room = (map.parentNode.clientWidth || document.documentElement.clientWidth) - side.offsetWidth - 2;
+  const across = Math.floor(room / Math.max(columns, 1));
+  const down = Math.floor(window.innerHeight / Math.max(rows, 1));
+  return Math.max(MIN_CELL, Math.min(MAX_CELL, across, down));
+}
+
+const drawn = new Map(); // each heat map shown -> what it was drawn from, to redraw on a resize
+addEventListener("resize", () => {
+  for (const [map, [rows, columns, weights]] of drawn) {
+    const side = map.querySelector(".rows");
+    if (map.isConnected && side && cellSize(map, side, rows.length, columns.length) !== Number(map.dataset.cell)) {
+      heatmap(map, rows, columns, weights);
+    }
+  }
+});
 
 function heatmap(map, rows, columns, weights) {
   // The weights as one canvas, a cell each, between the pieces that name its rows (targets)
-  // and columns (sources), each a focusable button. Lighting a row or a column colours the
-  // other axis's pieces by their weights and moves two veils over the other cells; the canvas
-  // is drawn once, so the largest map an answer may hold stays quick to hover
+  // and columns (sources), each a focusable button; the cells sized to the pieces and the
+  // window (`cellSize`), each weight coloured by `shade`. Lighting a row or a column colours
+  // the other axis's pieces by their weights and moves two veils over the other cells; the
+  // canvas is drawn once, so the largest map an answer may hold stays quick to hover
   // (docs/serving.md, "The page").
   map.replaceChildren();
-  map.style.setProperty("--cell", `${CELL}px`);
+  drawn.set(map, [rows, columns, weights]);
+  legend($(map.id.replace("heatmap", "scale")));
   map.append(el("div", { class: "corner" }));
   const head = map.appendChild(el("div", { class: "cols", role: "group", "aria-label": "source pieces" }));
   const side = map.appendChild(el("div", { class: "rows", role: "group", "aria-label": "target pieces" }));
   const cells = map.appendChild(el("div", { class: "cells" }));
+  const piece = (text, attrs) => el("button", { type: "button", ...attrs }, shown(text));
+  const sources = columns.map((p, j) => head.appendChild(piece(p, { class: "src", "data-col": j })));
+  const targets = rows.map((p, i) => side.appendChild(piece(p, { class: "tgt", "data-row": i })));
+  const cell = cellSize(map, side, rows.length, columns.length);
+  map.dataset.cell = cell;
+  map.style.setProperty("--cell", `${cell}px`);
   const canvas = cells.appendChild(el("canvas", {
-    width: columns.length * CELL, height: rows.length * CELL, role: "img",
+    width: columns.length * cell, height: rows.length * cell, role: "img",
     "aria-label": `attention weights of ${rows.length} target pieces over ${columns.length} source pieces`,
   }));
   const context = canvas.getContext("2d");
   weights.forEach((row, i) => row.forEach((w, j) => {
-    context.fillStyle = `rgba(26, 95, 180, ${w})`;
-    context.fillRect(j * CELL, i * CELL, CELL, CELL);
+    context.fillStyle = shade(w);
+    context.fillRect(j * cell, i * cell, cell, cell);
   }));
-  const piece = (text, attrs) => el("button", { type: "button", ...attrs }, shown(text));
-  const sources = columns.map((p, j) => head.appendChild(piece(p, { class: "src", "data-col": j })));
-  const targets = rows.map((p, i) => side.appendChild(piece(p, { class: "tgt", "data-row": i })));
   const veils = [0, 1].map(() => cells.appendChild(el("div", { class: "veil", "aria-hidden": "true", hidden: "" })));
   let lit = [];
   const clear = () => {
@@ -63,15 +107,15 @@ function heatmap(map, rows, columns, weights) {
   const light = (header, others, weightOf) => {
     clear();
     header.classList.add("on");
-    others.forEach((n, k) => { n.classList.add("lit"); n.style.setProperty("--w", weightOf(k)); });
+    others.forEach((n, k) => { n.classList.add("lit"); n.style.setProperty("--w", strength(weightOf(k))); });
     lit = [header, ...others];
   };
   const [width, height] = [canvas.width, canvas.height];
   targets.forEach((button, i) => {
     const show = () => {
       light(button, sources, (j) => weights[i][j]);
-      veil(veils[0], 0, 0, width, i * CELL);
-      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);
+      veil(veils[0], 0, 0, width, i * cell);
+      veil(veils[1], 0, (i + 1) * cell, width, height - (i + 1) * cell);
       map.dataset.row = i;
     };
     button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
@@ -79,8 +123,8 @@ function heatmap(map, rows, columns, weights) {
   sources.forEach((button, j) => {
     const show = () => {
       light(button, targets, (i) => weights[i][j]);
-      veil(veils[0], 0, 0, j * CELL, height);
-      veil(veils[1], (j + 1) * CELL, 0, width - (j + 1) * CELL, height);
+      veil(veils[0], 0, 0, j * cell, height);
+      veil(veils[1], (j + 1) * cell, 0, width - (j + 1) * cell, height);
       map.dataset.col = j;
     };
     button.addEventListener("mouseenter", show); button.addEventListener("focus", show);
@@ -88,7 +132,7 @@ function heatmap(map, rows, columns, weights) {
   map.addEventListener("mouseleave", clear);
   const readout = $(map.id.replace("heatmap", "cell"));
   canvas.addEventListener("mousemove", (event) => {
-    const i = Math.floor(event.offsetY / CELL), j = Math.floor(event.offsetX / CELL);
+    const i = Math.floor(event.offsetY / cell), j = Math.floor(event.offsetX / cell);
     if (readout && i >= 0 && i < rows.length && j >= 0 && j < columns.length) {
       readout.textContent = `${shown(rows[i])} → ${shown(columns[j])}: ${weights[i][j].toFixed(3)}`;
     }
