@@ -22,7 +22,8 @@ from seqtasks.captioning.captions import CaptionedImage, load_images, read_capti
 from seqtasks.captioning.judgements import judge, summarise
 from seqtasks.captioning.metrics import score_captions
 from seqtasks.cli.arguments import given
-from seqtasks.cli.reports import fail, write_outputs
+from seqtasks.cli.report_progress import ReportProgress
+from seqtasks.cli.reports import fail, json_line, write_outputs
 from seqtasks.data.words import words
 from seqtasks.io.checkpoint_files import CheckpointError
 
@@ -46,20 +47,24 @@ def caption_images(
     beam: int | None,
     attention: bool,
     unreadable: Callable[[str], None],
+    done: Callable[[int], None],
     stop: str | None = None,
 ) -> tuple[list[CaptionedImage], list[Caption], dict[Path, str]]:
     """Caption every image that can be read, `batch_size` at a time; those that cannot are
     passed to `unreadable` as they are found, and returned by path with the reason. `beam`
-    and `stop` (beam search's stopping rule): the model's where None."""
+    and `stop` (beam search's stopping rule): the model's where None. `done` is told how many
+    images each batch held, once it is captioned."""
     kept, captions, errors = [], [], {}
     for start in range(0, len(images), batch_size):
-        readable, pixels, failed = read_images(model, list(images[start : start + batch_size]))
+        batch = list(images[start : start + batch_size])
+        readable, pixels, failed = read_images(model, batch)
         for error in failed.values():
             unreadable(error)
         errors |= failed
         if pixels is not None:
             kept += readable
             captions += model.caption(pixels, beam, attention=attention, stop=stop)
+        done(len(batch))
     return kept, captions, errors
 
 
@@ -70,10 +75,12 @@ def nearest_neighbour(
     test: list[CaptionedImage],
     batch: int,
     unreadable: Callable[[str], None],
+    done: Callable[[int], None],
 ) -> list[str]:
     """For each test image, the first caption of the training image whose pooled backbone
     feature (the feature map averaged over the grid) is most similar by cosine. Training images
-    that cannot be read are left out of the candidates (each passed to `unreadable`)."""
+    that cannot be read are left out of the candidates (each passed to `unreadable`); `done` is
+    told how many images each batch held, once its features are."""
 
     def pooled(images: list[CaptionedImage]) -> tuple[list[CaptionedImage], Tensor]:
         kept, features = [], []
@@ -84,6 +91,7 @@ def nearest_neighbour(
             if pixels is not None:
                 kept += readable
                 features.append(model.task.encoder.extract(pixels.to(model.device)).mean((2, 3)))
+            done(len(images[start : start + batch]))
         if not kept:
             raise ValueError("none of the training images can be read for the baseline")
         return kept, torch.nn.functional.normalize(torch.cat(features), dim=-1)  # (N, C)
@@ -204,6 +212,7 @@ def evaluate(args: argparse.Namespace) -> int:
     on its first line and in its JSON (`images_unreadable`), and the exit status is 1."""
     search = given(beam=args.beam, stop=args.stop)
     try:
+        progress = ReportProgress(f"evaluate {args.task}")
         sizes = given(val_images=args.val_images, test_images=args.test_images)
         splits = read_captions(args.source, args.image_dir, **sizes)
         if args.split not in splits:
@@ -216,16 +225,20 @@ def evaluate(args: argparse.Namespace) -> int:
             for error in unreadable.values():
                 fail(error)
         else:
-            model = seqtasks.load(args.checkpoint, args.device, task="captioning")
+            with progress.stage(f"loading {args.checkpoint}"):
+                model = seqtasks.load(args.checkpoint, args.device, task="captioning")
             settings = model.search_settings(**search)
     except (CheckpointError, OSError, ValueError) as error:
         return fail(error)
     if not args.pred:
         # on the shapes world, the attention hit rate reads a model's attention, if it has any
         hits = model.gives_attention and all(image.scene is not None for image in split)
-        images, captions, unreadable = caption_images(
-            model, split, args.batch_size, settings.beam, hits, fail, settings.stop
-        )
+        start = f"decoding {len(split):,} images with {args.checkpoint} (beam {settings.beam})"
+        with progress.stage(start, len(split), "images") as stage:
+            images, captions, unreadable = caption_images(
+                model, split, args.batch_size, settings.beam, hits, fail, stage.advance,
+                settings.stop,
+            )  # fmt: skip
     if not images:
         return fail(f"none of the {len(split)} images of the split can be read")
     baseline, unscored = None, 0
@@ -234,11 +247,18 @@ def evaluate(args: argparse.Namespace) -> int:
         def left_out(error: str) -> None:
             print(f"warning: nearest-neighbour baseline: {error}; left out", file=sys.stderr)
 
+        train = splits["train"]
+        count = len(train) + len(images)
+        start = f"nearest-neighbour baseline: features of {count:,} images"
         try:
-            baseline = nearest_neighbour(model, splits["train"], images, args.batch_size, left_out)
+            with progress.stage(start, count, "images") as stage:
+                baseline = nearest_neighbour(
+                    model, train, images, args.batch_size, left_out, stage.advance
+                )
         except ValueError as error:  # the model's captions and scores are still worth having
             unscored = fail(f"nearest-neighbour baseline: {error}; the model's scores follow")
-    scores, lines = captioning_report(images, captions, args.meteor, baseline)
+    with progress.stage(f"scoring {len(captions):,} captions"):
+        scores, lines = captioning_report(images, captions, args.meteor, baseline)
     if args.pred:
         report = {"pred_file": str(args.pred), "split": args.split}
         heading = f"== {args.pred} on {args.source}, {args.split} split"
@@ -259,7 +279,7 @@ def evaluate(args: argparse.Namespace) -> int:
     print(f"images = {len(images)}" + (f" of {len(split)}" if unreadable else ""))
     print("\n".join(lines))
     if args.json:
-        print(json.dumps(report))
+        print(json_line(report))
     if args.output:
         said = {image.path: caption.text for image, caption in zip(images, captions)}
         records = [

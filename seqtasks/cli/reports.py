@@ -1,18 +1,26 @@
-"""What every `seqtasks evaluate` report does at its edges: say a failure in one line, and write
-its output files only once the report is printed."""
+"""What every `seqtasks evaluate` report does at its edges: say a failure in one line, end with
+its JSON line, and write its output files only once the report is printed."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from seqtasks.io.files import write_atomic
+from seqtasks.metrics.formats import rounded
 
 
 def fail(error: Exception | str) -> int:
     """Say what is wrong on stderr; the status of a failed run."""
     print(f"error: {error}", file=sys.stderr)
     return 2
+
+
+def json_line(report: dict[str, Any]) -> str:
+    """The report as --json's last line: one JSON object, its scores `rounded`."""
+    return json.dumps(rounded(report))
 
 
 def write_outputs(outputs: dict[Path, str]) -> None:

@@ -6,11 +6,14 @@ results of `seqtasks validate` and `test`):
 Every score is computed on the 0–100 scale papers print (each task's `scores.py`): a share of
 examples or words is a percentage and says so; BLEU, chrF, CIDEr-D and EVALB's F1, recall and
 precision are points, with 2 decimals; a loss (per target token) has 4 significant digits.
+In JSON (`seqtasks evaluate --json`) every score keeps `JSON_DECIMALS` decimals: 100.0, not the
+100.00000000000004 that float arithmetic leaves, and still more than any table shows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 # Shares of the split's examples (or, for tagging and attention hits, of its words), × 100.
 PERCENTAGES = frozenset(
@@ -27,6 +30,8 @@ PERCENTAGES = frozenset(
 POINTS = frozenset(
     {"bleu", "chrf", "bleu1", "bleu4", "cider", "meteor", "f1", "recall", "precision"}
 )
+
+JSON_DECIMALS = 6
 
 
 def format_score(name: str, value: float) -> str:
@@ -56,3 +61,15 @@ def score_table(scores: Iterable[tuple[str, float]]) -> str:
     rows = sorted(scores)
     width = max((len(name) for name, _ in rows), default=0)
     return "\n".join(f"{name:<{width}}  {format_score(name, value)}" for name, value in rows)
+
+
+def rounded(data: Any) -> Any:
+    """`data` (a report: dicts and lists of numbers, text and None) with every float rounded to
+    `JSON_DECIMALS` decimals; the rest as it is."""
+    if isinstance(data, float):
+        return round(data, JSON_DECIMALS)
+    if isinstance(data, dict):
+        return {key: rounded(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [rounded(value) for value in data]
+    return data

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -13,7 +12,8 @@ from nltk import Tree
 
 import seqtasks
 from seqtasks.cli.arguments import given
-from seqtasks.cli.reports import fail, write_outputs
+from seqtasks.cli.report_progress import ReportProgress, counting_batches
+from seqtasks.cli.reports import fail, json_line, write_outputs
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.parsing import parseval
 from seqtasks.parsing.linearisation import XX
@@ -67,16 +67,19 @@ def parsing_report(
 
 
 def evaluate(args: argparse.Namespace) -> int:
-
+    """Score --pred, or the trees the model parses --gold's words into, against --gold (the
+    progress on stderr)."""
     search = given(beam=args.beam, stop=args.stop)
     try:
+        progress = ReportProgress(f"evaluate {args.task}")
         golds = read_treebank(args.gold)
         if not golds:
             raise ValueError(f"--gold {args.gold} holds no trees: nothing to score against")
         if args.pred:
             preds = read_predicted(args.pred, len(golds), str(args.gold))
         else:
-            model = seqtasks.load(args.checkpoint, args.device, task="parsing")
+            with progress.stage(f"loading {args.checkpoint}"):
+                model = seqtasks.load(args.checkpoint, args.device, task="parsing")
             settings = model.search_settings(**search)
     except (CheckpointError, FileNotFoundError, TreebankError, ValueError) as error:
         return fail(error)
@@ -93,16 +96,20 @@ def evaluate(args: argparse.Namespace) -> int:
             )
     else:
         words = [[w for w, t in gold.pos() if t != NONE_TAG] for gold in golds]
-        parses = model.parse(words, **search)
+        start = f"decoding {len(words):,} sentences with {args.checkpoint} (beam {settings.beam})"
+        with progress.stage(start, len(words), "sentences") as stage:
+            with counting_batches(model.task.encoder, stage):
+                parses = model.parse(words, **search)
         preds = [p.tree for p in parses]
         malformed = 100.0 * sum(p.repairs > 0 for p in parses) / max(len(parses), 1)
         source |= {"checkpoint": str(args.checkpoint), "beam": settings.beam}
         source["stop"] = settings.stop
         print(f"== {args.checkpoint} on {args.gold} (beam {settings.beam}, {settings.stop} stop)")
-    report, lines = parsing_report(golds, preds, args.buckets, malformed)
+    with progress.stage(f"scoring {len(preds):,} trees"):
+        report, lines = parsing_report(golds, preds, args.buckets, malformed)
     print("\n".join(lines))
     if args.json:
-        print(json.dumps(source | report))
+        print(json_line(source | report))
     if args.output:
         write_outputs({args.output: "".join(to_line(t) + "\n" for t in preds)})
     return 0

@@ -1,8 +1,10 @@
 """Translation prints sacreBLEU (cased, detokenised, 13a) with its signature, chrF, the
-lower-cased BLEU some papers report, and BLEU per source-length bucket (Bahdanau et al. 2015,
-Fig. 2). With --json the last line is one JSON object (the first checkpoint's figures at top
-level, every checkpoint's under "models"). With --ensemble the checkpoints are scored as one
-ensemble (their log-probabilities averaged at every step; `seqtasks.load`).
+lower-cased BLEU some papers report, exact match (the % of translations equal to their
+reference line: the dates task's validation metric), and BLEU per source-length bucket
+(Bahdanau et al. 2015, Fig. 2). With --json the last line is one JSON object (the first
+checkpoint's figures at top level, every checkpoint's under "models"; scores to 6 decimals).
+With --ensemble the checkpoints are scored as one ensemble (their log-probabilities averaged
+at every step; `seqtasks.load`). While it works it says how far it has got on stderr.
 
     seqtasks evaluate translation --checkpoint best.ckpt \\
         --src data/multi30k/test_2016_flickr.de --ref data/multi30k/test_2016_flickr.en --beam 5
@@ -21,7 +23,7 @@ from pathlib import Path
 from seqtasks.cli.arguments import Scored, add_max_tokens_option, text_file
 
 RUN = ".report.evaluate"  # what scores, imported once the arguments are read
-HELP = "sacreBLEU, chrF, BLEU by length"
+HELP = "sacreBLEU, chrF, exact match, BLEU by length"
 SCORED = Scored(
     "checkpoints, model folders or hf://ORG/NAME models to translate --src with, each scored "
     "on its own (or, with --ensemble, as one)",

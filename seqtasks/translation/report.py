@@ -1,10 +1,10 @@
 """A translation model on a parallel test set: sacreBLEU (cased, detokenised, 13a) with its
-signature, chrF, the lower-cased BLEU some papers quote, and BLEU by source length."""
+signature, chrF, the lower-cased BLEU some papers quote, exact match (what the dates task is
+validated by), and BLEU by source length."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -12,7 +12,8 @@ from typing import Any
 
 import seqtasks
 from seqtasks.cli.arguments import given
-from seqtasks.cli.reports import fail, write_outputs
+from seqtasks.cli.report_progress import ReportProgress, counting_batches
+from seqtasks.cli.reports import fail, json_line, write_outputs
 from seqtasks.data.text import read_lines, read_parallel
 from seqtasks.io.checkpoint_files import CheckpointError
 from seqtasks.translation.bleu import BleuBucket, bleu_by_source_length, score_corpus
@@ -38,8 +39,10 @@ def translation_report(
     beam: int,
     buckets: Sequence[int],
 ) -> dict[str, Any]:
-    """The scores of `hypotheses` (a checkpoint's translations of `sources`)."""
+    """The scores of `hypotheses` (a checkpoint's translations of `sources`); exact match is
+    the % of them equal to their reference line, as validation counts it."""
     scores = score_corpus(hypotheses, references)
+    exact = sum(h == r for h, r in zip(hypotheses, references, strict=True))
     lowercase = score_corpus(hypotheses, references, lowercase=True)
     by_length = bleu_by_source_length(sources, hypotheses, references, buckets)
     return {
@@ -49,6 +52,7 @@ def translation_report(
         "signature": scores.bleu_signature,
         "chrf_signature": scores.chrf_signature,
         "bleu_lowercase": lowercase.bleu,
+        "exact_match": 100.0 * exact / max(len(hypotheses), 1),
         "sentences": scores.sentences,
         "beam": beam,
         "by_length": [asdict(b) for b in by_length],
@@ -69,6 +73,7 @@ def translation_lines(report: dict[str, Any]) -> list[str]:
         f"BLEU = {report['bleu']:.2f}   {report['signature']}",
         f"chrF = {report['chrf']:.2f}   {report['chrf_signature']}",
         f"BLEU lower-cased = {report['bleu_lowercase']:.2f}",
+        f"exact match = {report['exact_match']:.2f} %",
         "source words   sentences   BLEU",
     ]
     for bucket in (BleuBucket(**fields) for fields in report["by_length"]):
@@ -82,16 +87,18 @@ def group_name(group: list[Path]) -> Path:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-
+    """Translate --src with each model and print its report (the progress on stderr)."""
     if args.hyp:
         return score_translations(args)
     search = given(beam=args.beam, stop=args.stop)
     try:
+        progress = ReportProgress(f"evaluate {args.task}")
         sources, references = read_parallel(args.src, args.ref)
-        models = [
-            (group_name(group), seqtasks.load(group, args.device, "translation"))
-            for group in args.groups
-        ]
+        models = []
+        for group in args.groups:
+            name = group_name(group)
+            with progress.stage(f"loading {name}"):
+                models.append((name, seqtasks.load(group, args.device, "translation")))
         settings = [model.search_settings(**search) for _, model in models]
     except (CheckpointError, FileNotFoundError, ValueError) as error:
         return fail(error)
@@ -99,11 +106,16 @@ def evaluate(args: argparse.Namespace) -> int:
     outputs = output_paths(args.output, [path for path, _ in models]) if args.output else []
     reports, curves, written = [], {}, {}
     for number, ((path, model), setting) in enumerate(zip(models, settings)):
-        results = model.translate(sources, max_tokens=args.max_tokens, **search)
+        count = len(sources)
+        start = f"decoding {count:,} sentences with {path} (beam {setting.beam})"
+        with progress.stage(start, count, "sentences") as stage:
+            with counting_batches(model.task.encoder, stage):
+                results = model.translate(sources, max_tokens=args.max_tokens, **search)
         hypotheses = [best.text for best in results]
-        report = translation_report(
-            path, hypotheses, sources, references, setting.beam, args.buckets
-        )
+        with progress.stage("scoring"):
+            report = translation_report(
+                path, hypotheses, sources, references, setting.beam, args.buckets
+            )
         report["stop"] = setting.stop
         if outputs:
             written[outputs[number]] = "".join(h + "\n" for h in hypotheses)
@@ -117,7 +129,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
         print(f"plot: {plot_bleu_by_length(curves, args.length_plot)}")
     if args.json:
-        print(json.dumps(reports[0] | {"models": reports}))
+        print(json_line(reports[0] | {"models": reports}))
     write_outputs(written)
     return 0
 
@@ -133,12 +145,14 @@ def score_translations(args: argparse.Namespace) -> int:
                 f"{args.hyp} has {len(hypotheses)} lines but {args.src} has {len(sources)}: "
                 "give the translations of --src, a line each"
             )
+        progress = ReportProgress(f"evaluate {args.task}")
     except (FileNotFoundError, ValueError) as error:
         return fail(error)
-    report = translation_report(args.hyp, hypotheses, sources, references, None, args.buckets)
+    with progress.stage(f"scoring {len(hypotheses):,} translations"):
+        report = translation_report(args.hyp, hypotheses, sources, references, None, args.buckets)
     report = {"hyp_file": report.pop("checkpoint"), **report}
     del report["beam"]
     print("\n".join(translation_lines(report)))
     if args.json:
-        print(json.dumps(report))
+        print(json_line(report))
     return 0

@@ -7,7 +7,7 @@ model.translate(["Ein Hund rennt."], beam=5)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from torch import Tensor
 
@@ -67,8 +67,9 @@ class Translator(Model):
         workers: int | None = None,
         settings: SearchSettings | None = None,
     ) -> list[Translation]:
-        """One `Translation` per sentence (raw text), in order; an empty sentence gives an
-        empty translation, a source over `max_length` subwords is cut (with a warning).
+        """One `Translation` per sentence (raw text), in order; an empty sentence gives the
+        empty translation (and no alternative), a source over `max_length` subwords is cut (with a
+        warning).
         `beam`, `n_best`, `stop` (when beam search ends: "exact" or "heuristic",
         `seqtasks.search.beam_search`) and `max_length`: the checkpoint's unless given
         (`search_settings`). Batches hold about `max_tokens` source subwords ("auto": by
@@ -89,12 +90,13 @@ class Translator(Model):
     def translations(
         self, nbests: Sequence[list[Hypothesis] | None], n_best: int
     ) -> list[Translation]:
-        """The `Translation`s of `search_sources`' n-best lists (an empty one, with `n_best` - 1
-        empty alternatives, for an empty source)."""
-        empty = Translation("", [], 0.0)
-        nothing = replace(empty, alternatives=[empty] * (n_best - 1))
+        """The `Translation`s of `search_sources`' n-best lists (at most `n_best` each); for an
+        empty source (None), the empty translation, which has no alternative: an n-best list
+        holds different outputs, and there is no other translation of nothing."""
         return [
-            nothing if nbest is None else with_alternatives([self.translation_of(h) for h in nbest])
+            Translation("", [], 0.0)
+            if nbest is None
+            else with_alternatives([self.translation_of(h) for h in nbest[:n_best]])
             for nbest in nbests
         ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 from conftest import REPO, fit_in_process, load_script, relabel
 
 from seqtasks.cli import evaluate
+from seqtasks.cli.report_progress import VARIABLE
 
 pytestmark = pytest.mark.slow
 
@@ -152,6 +154,44 @@ def test_evaluate_captioning_json(shapes_model, tmp_path, run_command):
     assert report["cider"] == pytest.approx(100 * cider, abs=1e-6)
     exact = sum(said[i] in references[i] for i in said) / 6
     assert report["exact_match"] == pytest.approx(100 * exact)
+
+
+def test_evaluate_captioning_says_how_far_it_has_got_on_stderr_and_keeps_stdout_the_report(
+    shapes_model, run_command, monkeypatch
+):
+    """Loading, captioning (how many images, then how many are done and how fast), the
+    baseline's features and scoring, in order, on stderr; stdout the same report whether
+    progress lines came or not, ending with the JSON line."""
+
+    def progress(err: str) -> list[str]:
+        prefix = "evaluate captioning: "
+        return [line.removeprefix(prefix) for line in err.splitlines() if line.startswith(prefix)]
+
+    def counts(lines: list[str], total: int) -> list[int]:
+        line = rf"(\d+)/{total} images \(\d+ %\)  elapsed \S+  eta \S+  [\d,.]+ images/s"
+        return [int(re.fullmatch(line, said).group(1)) for said in lines]
+
+    checkpoint, data = shapes_model
+    argv = ("evaluate", "captioning", "--checkpoint", str(checkpoint), "--source", str(data),
+            "--split", "holdout", "--beam", "2", "--batch-size", "2", "--no-meteor",
+            "--nearest-neighbour", "--json")  # fmt: skip
+    monkeypatch.setenv(VARIABLE, "0")  # a line at every batch
+    status, stdout, stderr = run_command(*argv)
+    assert status == 0, stderr[-3000:]
+    said = progress(stderr)
+    assert said[0] == f"loading {checkpoint}" and said[1].startswith("done in ")
+    assert said[2] == f"decoding 6 images with {checkpoint} (beam 2)"
+    assert counts(said[3:6], 6) == [2, 4, 6] and said[6].startswith("done, 6 images in ")
+    assert said[7] == "nearest-neighbour baseline: features of 12 images"
+    assert counts(said[8:14], 12) == [2, 4, 6, 8, 10, 12]
+    assert said[14].startswith("done, 12 images in ")
+    assert said[15:17] == ["scoring 6 captions", said[16]] and said[16].startswith("done in ")
+    assert len(said) == 17
+
+    monkeypatch.setenv(VARIABLE, "600")  # no line between a stage's start and its end
+    status, quiet, stderr = run_command(*argv)
+    assert status == 0 and len(progress(stderr)) == 8 and quiet == stdout
+    assert not progress(stdout) and json.loads(stdout.splitlines()[-1])["images"] == 6
 
 
 def test_evaluate_captioning_scores_what_caption_wrote_as_it_scores_the_model(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -17,6 +18,7 @@ from nltk import Tree
 
 import seqtasks
 from seqtasks.cli.main import SeqtasksCLI
+from seqtasks.cli.report_progress import VARIABLE
 from seqtasks.data.batch import pad
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder
@@ -398,16 +400,52 @@ def test_evaluate_a_checkpoint_then_its_trees(checkpoint, call, ptb_dir, tmp_pat
     recall, precision = 100 * matched / gold, 100 * matched / test
     assert (report["matched"], report["gold"], report["test"]) == (matched, gold, test)
     assert gold == 4980  # the dev split's brackets, as the real EVALB counts them
-    assert report["f1"] == pytest.approx(2 * recall * precision / (recall + precision))
+    f1 = 2 * recall * precision / (recall + precision)
+    assert report["f1"] == pytest.approx(f1, abs=1e-6)  # JSON keeps 6 decimals
     # lstm_attention.yaml writes POS tags: the report says so and scores the model's own
     # (3 training steps cannot tag every word right; the gold tags would score 100).
     assert report["preterminals"] == "tags"
-    assert report["tagging_accuracy"] == pytest.approx(100 * right_tags / words)
+    assert report["tagging_accuracy"] == pytest.approx(100 * right_tags / words, abs=1e-6)
     assert right_tags < words
 
     status, out, _ = call(*common, "--pred", str(pred))
     assert status == 0
     assert json.loads(out.splitlines()[-1])["f1"] == pytest.approx(report["f1"])
+
+
+@pytest.mark.slow
+def test_evaluate_says_how_far_it_has_got_on_stderr_and_keeps_stdout_the_report(
+    checkpoint, call, ptb_dir, tmp_path, monkeypatch
+):
+    """Loading, parsing the gold words (how many sentences, then how many are done and how
+    fast) and scoring, in order, on stderr; stdout the same report whether progress lines came
+    or not, ending with the JSON line; a file of trees is only scored."""
+
+    def progress(err: str) -> list[str]:
+        prefix = "evaluate parsing: "
+        return [line.removeprefix(prefix) for line in err.splitlines() if line.startswith(prefix)]
+
+    pred = tmp_path / "pred.mrg"
+    common = ("evaluate", "parsing", "--gold", str(ptb_dir / "dev.mrg"), "--json")
+    model = ("--checkpoint", str(checkpoint), "--beam", "2", "--output", str(pred))
+    monkeypatch.setenv(VARIABLE, "0")  # a line at every batch
+    status, out, err = call(*common, *model)
+    assert status == 0, err
+    said = progress(err)
+    assert said[0] == f"loading {checkpoint}" and said[1].startswith("done in ")
+    assert said[2] == f"decoding 273 sentences with {checkpoint} (beam 2)"
+    assert said[-3].startswith("done, 273 sentences in ")
+    assert said[-2] == "scoring 273 trees" and said[-1].startswith("done in ")
+    counted = r"(\d+)/273 sentences \(\d+ %\)  elapsed \S+  eta \S+  [\d,.]+ sentences/s"
+    done = [int(re.fullmatch(counted, line).group(1)) for line in said[3:-3]]
+    assert len(done) > 1 and done == sorted(done) and done[-1] == 273
+
+    monkeypatch.setenv(VARIABLE, "600")  # no line between a stage's start and its end
+    status, quiet, err = call(*common, *model)
+    assert status == 0 and len(progress(err)) == 6 and quiet == out
+    assert not progress(out) and json.loads(out.splitlines()[-1])["sentences"] == 273
+    status, out, err = call(*common, "--pred", str(pred))
+    assert status == 0 and progress(err)[0] == "scoring 273 trees" and len(progress(err)) == 2
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 
 import lightning as L
 import pytest
@@ -13,6 +14,7 @@ import torch
 from conftest import validate_counting_encodings
 
 from seqtasks.attention.scores import GeneralAttention
+from seqtasks.cli.report_progress import VARIABLE, ReportProgress, counting_batches
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from seqtasks.decoders import BahdanauDecoder, LuongDecoder, TransformerDecoder
 from seqtasks.encoders import RNNEncoder, TransformerEncoder
@@ -129,8 +131,8 @@ def test_translate_n_best_and_attention(translator, multi30k_lines):
     sentences = [multi30k_lines["de"][3], "", multi30k_lines["de"][4]]
     found = translator.translate(sentences, beam=4, n_best=3, max_length=50, attention=True)
     results = list(map(nbest, found))
-    assert [len(r) for r in results] == [3, 3, 3]
-    assert all(t.text == "" for t in results[1])
+    assert [len(r) for r in results] == [3, 1, 3]  # nothing has no other translation
+    assert results[1][0].text == "" and results[1][0].tokens == []
     for i in (0, 2):
         scores = [t.score for t in results[i]]
         assert scores == sorted(scores, reverse=True)
@@ -303,3 +305,30 @@ def test_shared_embeddings_need_one_tokeniser(toy_tokenizers):
     assert src.vocab_size == tgt.vocab_size  # same size, different pieces
     with pytest.raises(ValueError, match="joint sentencepiece"):
         task.set_tokenizers(src, tgt)
+
+
+def test_an_empty_sentence_lists_no_alternative_whatever_the_n_best(translator):
+    """An n-best list holds different outputs, never the best again: an empty sentence has
+    its one empty translation."""
+    for n_best in (1, 2, 3):
+        (empty,) = translator.translate([""], beam=3, n_best=n_best)
+        assert (empty.text, empty.tokens, empty.score, empty.alternatives) == ("", [], 0.0, [])
+    (found,) = translator.translate(["Ein Hund rennt."], beam=3, n_best=3, max_length=50)
+    assert len({tuple(t.tokens) for t in nbest(found)}) == len(nbest(found)) == 3
+
+
+def test_counting_batches_counts_each_input_once_as_worker_threads_finish_them(
+    translator, multi30k_lines, monkeypatch, capsys
+):
+    """Decoding in small batches shared by three threads: the inputs done only grow, one
+    batch at a time, and reach every input (the empty one too) when the call returns."""
+    sentences = multi30k_lines["de"][:24] + [""]
+    monkeypatch.setenv(VARIABLE, "0")  # a line at every count
+    with ReportProgress("x").stage("decoding", len(sentences), "sentences") as stage:
+        with counting_batches(translator.task.encoder, stage):
+            translator.translate(sentences, beam=2, max_tokens=60, max_length=50, workers=3)
+    assert not translator.task.encoder._forward_hooks  # the hook is gone
+    lines = capsys.readouterr().err.splitlines()
+    done = [int(m.group(1)) for m in map(re.compile(r"x: (\d+)/25 sentences").match, lines) if m]
+    assert len(done) > 3 and done == sorted(set(done)) and done[-1] == 25
+    assert lines[-1].startswith("x: done, 25 sentences in ")
