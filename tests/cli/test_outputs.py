@@ -11,7 +11,10 @@ import stat
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 from conftest import REPO, load_script
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 from seqtasks.io.outputs import OutputError, check_output
 
@@ -216,3 +219,25 @@ def test_data_prep_refuses_to_write_over_its_source(capsys, tmp_path, shared_dat
     assert "is also an input file" in refused(capsys, "data_prep/shards.py", shards)
     shapes = ["--out", str(source / "val.de" / "shapes")]
     assert "cannot be written" in refused(capsys, "data_prep/shapes.py", shapes)
+
+
+# ---- the checkpoints a fit writes ---------------------------------------------------------------
+CONFIGS = sorted(p.relative_to(REPO / "configs") for p in (REPO / "configs").glob("*/*.yaml"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+def test_every_config_names_its_best_checkpoint_in_one_style(config):
+    """epoch, step, then the monitored score by its name and 2 decimals as the reports print
+    it, apart from the name (`f1_72.70`, not `f172.70`): `epoch2-step300-exact_match_100.00.
+    ckpt`, never Lightning's `name=value` (which would put `val/bleu=` in the name, a folder)."""
+    loaded = yaml.safe_load((REPO / "configs" / config).read_text())
+    (kept,) = [c["init_args"] for c in loaded["trainer"]["callbacks"]
+               if c["class_path"].endswith(".ModelCheckpoint")]  # fmt: skip
+    monitor = kept["monitor"]
+    name = monitor.removeprefix("val/")
+    assert kept["filename"] == f"epoch{{epoch}}-step{{step}}-{name}_{{{monitor}:.2f}}"
+    assert kept["auto_insert_metric_name"] is False
+    checkpoint = ModelCheckpoint(filename=kept["filename"], auto_insert_metric_name=False)
+    score = torch.tensor(100.00000000000004)
+    written = checkpoint.format_checkpoint_name({"epoch": 2, "step": 300, monitor: score})
+    assert written == f"epoch2-step300-{name}_100.00.ckpt"
