@@ -88,7 +88,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
         task.add_argument("--output", type=Path, help=module.OUTPUT)
         add_device_option(task, DEVICE)
         task.add_argument("--json", action="store_true", help=JSON)
-    asked = next((arg for arg in argv or sys.argv[1:] if not arg.startswith("-")), None)
+    given = sys.argv[1:] if argv is None else argv
+    asked = next((arg for arg in given if not arg.startswith("-")), None)
     for package in left_out():
         if package.name == asked:  # its evaluation cannot be offered: say why, not "invalid"
             parser.error(f"the {asked!r} task cannot be used: {package}")

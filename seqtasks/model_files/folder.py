@@ -212,6 +212,9 @@ def read_config(folder: Path) -> dict[str, Any]:
     for key, kind in (("identity", dict), ("model", dict), ("search", dict), ("files", dict)):
         if not isinstance(config.get(key), kind):
             raise CheckpointError(f"{path} has no {key!r} section: the file is damaged")
+    for key in ("entries", "training"):  # optional, but sections when there
+        if not isinstance(config.get(key) or {}, dict):
+            raise CheckpointError(f"{path}: its {key!r} is no section: the file is damaged")
     return config
 
 
@@ -240,11 +243,11 @@ def read_folder(folder: str | Path, where: str | None = None) -> FolderModel:
         check_file(folder, name, expected)
         key = expected.get("entry")
         if key is not None:
-            if ENTRY_FILES.get(key) != name:
+            kept = ENTRY_FILES.get(key) if isinstance(key, str) else None
+            if kept != name:
                 raise CheckpointError(
                     f"{folder / CONFIG} lists {name} as the {entry_name(str(key))}, which "
-                    f"a model folder keeps in {ENTRY_FILES.get(key, 'no file')}: the file was "
-                    "edited"
+                    f"a model folder keeps in {kept or 'no file'}: the file was edited"
                 )
             entries[key] = entry_from_file(folder / name)
     try:

@@ -121,6 +121,19 @@ EDITED = {  # case -> (folder, command, what is done to a copy, the one line aft
         forged("vocabulary.json", b"[1, 2, 3]"),
         "{f}: its vocabularies cannot be read (",
     ),
+    "an entry named by no name": (
+        "rnn",
+        "translate",
+        with_config(lambda c: c["files"]["source.spm"].update(entry=["src_tokenizer"])),
+        "{f}/config.json lists source.spm as the ['src_tokenizer'], which a model folder keeps "
+        "in no file: the file was edited",
+    ),
+    "entries that are no section": (
+        "rnn",
+        "translate",
+        with_config(lambda c: c.update(entries=[1, 2])),
+        "{f}/config.json: its 'entries' is no section: the file is damaged",
+    ),
     "a tokeniser listed as the vocabulary": (
         "rnn",
         "translate",
