@@ -245,9 +245,10 @@ def read_folder(folder: str | Path, where: str | None = None) -> FolderModel:
         if key is not None:
             kept = ENTRY_FILES.get(key) if isinstance(key, str) else None
             if kept != name:
+                what = f"the {entry_name(key)}" if isinstance(key, str) else f"entry {key!r}"
                 raise CheckpointError(
-                    f"{folder / CONFIG} lists {name} as the {entry_name(str(key))}, which "
-                    f"a model folder keeps in {kept or 'no file'}: the file was edited"
+                    f"{folder / CONFIG} lists {name} as {what}, which a model folder keeps in "
+                    f"{kept or 'no file'}: the file was edited"
                 )
             entries[key] = entry_from_file(folder / name)
     try:

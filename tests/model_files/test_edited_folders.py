@@ -125,8 +125,8 @@ EDITED = {  # case -> (folder, command, what is done to a copy, the one line aft
         "rnn",
         "translate",
         with_config(lambda c: c["files"]["source.spm"].update(entry=["src_tokenizer"])),
-        "{f}/config.json lists source.spm as the ['src_tokenizer'], which a model folder keeps "
-        "in no file: the file was edited",
+        "{f}/config.json lists source.spm as entry ['src_tokenizer'], which a model folder "
+        "keeps in no file: the file was edited",
     ),
     "entries that are no section": (
         "rnn",
