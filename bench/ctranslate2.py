@@ -49,10 +49,10 @@ import torch  # noqa: E402
 
 import seqtasks  # noqa: E402
 from seqtasks.data.text import read_lines  # noqa: E402
-from seqtasks.translation.ctranslate2.export import export_ctranslate2  # noqa: E402
-from seqtasks.translation.ctranslate2.search import translate_as_seqtasks  # noqa: E402
 from seqtasks.search import SearchSettings  # noqa: E402
 from seqtasks.translation.bleu import score_corpus  # noqa: E402
+from seqtasks.translation.ctranslate2.export import export_ctranslate2  # noqa: E402
+from seqtasks.translation.ctranslate2.search import translate_as_seqtasks  # noqa: E402
 from seqtasks.translation.translator import Translator  # noqa: E402
 
 System = Callable[[list[str]], tuple[list[str], int]]  # lines -> (translations, output subwords)

@@ -143,8 +143,9 @@ def flops_per_token(data: Path, config: Path, vocab: int) -> float:
 
 
 def matmul_rate(threads: int) -> float:
-    """The best float32 `torch.mm` rate of bench/matmul.py, GFLOP/s."""
-    command = [sys.executable, str(ROOT / "bench/matmul.py"), "--threads", str(threads), "--json"]
+    """The best float32 `torch.mm` rate of bench/matmul.py, GFLOP/s (its bfloat16 one not timed)."""
+    command = [sys.executable, str(ROOT / "bench/matmul.py"), "--threads", str(threads)]
+    command += ["--bf16", "off", "--json"]
     out = subprocess.run(command, check=True, capture_output=True, text=True)
     rates = json.loads(out.stdout.strip().splitlines()[-1])["gflops"]
     return max(r["fp32_torch_mm"] for r in rates.values())

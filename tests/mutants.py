@@ -10,7 +10,9 @@ function or class holding the text (`length_penalty`, `TransformerDecoder.reorde
 module level, of the assignment holding it (`STAGE_SPLITS`); it is looked up with `ast` in every
 `.py` file under seqtasks/, bench/, apps/ and data_prep/, and exactly one definition of that
 name must hold the text, exactly once. Any other file's site is its name (`sections.js`), or the end
-of its path where the name is not unique, found anywhere in the tree. A named test
+of its path where the name is not unique, found anywhere in the tree. Only the project's own
+files are searched (`project_files`: git's tracked and untracked-not-ignored files), never what
+a build, an install or a run left beside them (`pip install .` leaves build/lib/…). A named test
 (`test_search.py::test_x[param]`) is the function `test_x` in any `test_*.py` under tests/, the
 file named so first where several define it. A site or test not found, or not uniquely, makes
 the mutant STALE, with one line saying why (`locate`, `find_test`).
@@ -42,6 +44,9 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCE_FOLDERS = ("seqtasks", "bench", "apps", "data_prep")
 FILE_SUFFIXES = {".py", ".js", ".css", ".html", ".sh", ".yaml", ".yml", ".md", ".toml", ".json"}
 NOT_SEARCHED = {"__pycache__", "node_modules"}  # and hidden folders (.git, .venv)
+# What a build or an install leaves at the tree's top (and *.egg-info anywhere), never searched,
+# even where git does not ignore it.
+BUILT = {"build", "dist"}
 
 
 @dataclass(frozen=True)
@@ -1211,9 +1216,9 @@ MUTANTS = [
     Mutant(
         "a model of a newer seqtasks refused without naming the version that wrote it",
         "ModelSource.parsed",
-        '                f"{self.where} was written by {self.identity.written_by} '
-        'and names what this "',
-        '                f"{self.where} names what this "',
+        '                    f"{self.where} was written by {self.identity.written_by} '
+        'and names what "',
+        '                    f"{self.where} names what "',
         ("test_model_identity.py::test_a_checkpoint_of_a_newer_seqtasks_is_refused_in_one_line",),
     ),
     Mutant(
@@ -1350,7 +1355,7 @@ MUTANTS = [
     Mutant(
         "the heat map's cells below a lit row left unveiled",
         "views.js",
-        "      veil(veils[1], 0, (i + 1) * CELL, width, height - (i + 1) * CELL);\n",
+        "      veil(veils[1], 0, (i + 1) * cell, width, height - (i + 1) * cell);\n",
         "",
         ("test_serve.py::test_the_page_works_from_the_keyboard_alone",),
     ),
@@ -1394,7 +1399,8 @@ MUTANTS = [
     Mutant(
         "an unknown option refused without saying which is near",
         "CommandParser.error",
-        '            message += did_you_mean(words[0].split("=")[0], options) if words else ""',
+        '            message += did_you_mean(words[0].split("=")[0], '
+        'self._options()) if words else ""',
         '            message += ""',
         (
             "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
@@ -1441,9 +1447,9 @@ MUTANTS = [
     ),
     Mutant(
         "a task outside seqtasks, named by an entry point, not found",
-        "tasks",
-        "    packages = [*BUILT_IN, *(point.value for point in entry_points(group=ENTRY_POINTS))]",
-        "    packages = [*BUILT_IN]",
+        "_outside",
+        "        points = entry_points(group=ENTRY_POINTS)",
+        "        points = []",
         ("test_toy_task.py::test_a_task_in_a_package_of_its_own_trains_evaluates_and_serves",),
     ),
     Mutant(
@@ -1480,8 +1486,8 @@ MUTANTS = [
     Mutant(
         "a model file's specification naming a class that is no task, built all the same",
         "_parser",
-        "    if not isinstance(task, type) or task_of(task) is None:",
-        "    if not isinstance(task, type):",
+        "        if not isinstance(found, type) or task_of(found) is None:",
+        "        if not isinstance(found, type):",
         ("test_registry.py::test_a_model_file_naming_a_class_that_is_no_task_is_refused",),
     ),
     Mutant(
@@ -1717,6 +1723,225 @@ MUTANTS = [
         "in_flight = CountInFlight(live.sum()); none_live = not in_flight.read()",
         ("test_search.py::test_greedy_stops_when_its_last_output_ends",),
     ),
+    Mutant(
+        "an outside task package whose import fails taking every command down",
+        "_declared_outside",
+        "    except (Exception, SystemExit) as error:  # noqa: BLE001 (any "
+        "failure of an outside import)",
+        "    except ZeroDivisionError as error:",
+        (
+            "test_registry.py::test_an_outside_package_that_fails_is_left_out_alone_with_one_warning_each",
+        ),
+    ),
+    Mutant(
+        "two outside packages declaring one task name, the first taken",
+        "_found",
+        "        if len(claims) == 1:",
+        "        if claims:",
+        (
+            "test_registry.py::test_an_outside_package_that_fails_is_left_out_alone_with_one_warning_each",
+        ),
+    ),
+    Mutant(
+        "a built-in task found by reading every package (a broken one's "
+        "warnings, every task imported)",
+        "task_entry",
+        "    if name in BUILT_IN:\n        return declared(BUILT_IN[name])\n",
+        "",
+        ("test_registry.py::test_a_built_in_task_is_found_without_reading_any_other_package",),
+    ),
+    Mutant(
+        "a model file's class not checked against the task it declares",
+        "_parser",
+        "        if not (isinstance(found, type) and issubclass(found, declared)):",
+        "        if not isinstance(found, type):",
+        (
+            "test_edited_folders.py::"
+            "test_an_edited_folder_is_refused_in_one_line_by_every_caller[its class relabelled]",
+        ),
+    ),
+    Mutant(
+        "a folder relabelled as another task, its entries not checked against that task's",
+        "checked",
+        '    if keys is not None and sorted(source.entries.keys() - {"task"}) != sorted(keys):',
+        "    if False:",
+        (
+            "test_edited_folders.py::"
+            "test_an_edited_folder_is_refused_in_one_line_by_every_caller[relabelled as parsing]",
+        ),
+    ),
+    Mutant(
+        "a setting its part refuses ending the load in jsonargparse's account, the folder unnamed",
+        "ModelSource.build",
+        "        except SpecError as error:  # a setting its part refuses: the file was edited",
+        "        except ZeroDivisionError as error:",
+        (
+            "test_edited_folders.py::test_an_edited_folder_is_refused_in_one_line_by_every_caller"
+            "[heads that do not divide the width]",
+        ),
+    ),
+    Mutant(
+        "a folder's tokeniser file taken without loading it as a sentencepiece model",
+        "entry_from_file",
+        "        SentencePieceTokenizer(data, str(path))",
+        "        pass",
+        (
+            "test_edited_folders.py::"
+            "test_an_edited_folder_is_refused_in_one_line_by_every_caller[a "
+            "tokeniser of four bytes]",
+        ),
+    ),
+    Mutant(
+        "a folder's file read as the entry config.json says, whatever its name",
+        "read_folder",
+        "            if ENTRY_FILES.get(key) != name:",
+        "            if False:",
+        (
+            "test_edited_folders.py::test_an_edited_folder_is_refused_in_one_line_by_every_caller"
+            "[a tokeniser listed as the vocabulary]",
+        ),
+    ),
+    Mutant(
+        "a model missing a part it needs called newer (upgrade seqtasks) rather than edited",
+        "ParsedSpec.__init__",
+        "            if _REQUIRED.search(str(error)):",
+        "            if False:",
+        (
+            "test_edited_folders.py::"
+            "test_an_edited_folder_is_refused_in_one_line_by_every_caller[no decoder]",
+        ),
+    ),
+    Mutant(
+        "a command's model of another task refused only after torch and the whole model load",
+        "load_model",
+        "    refused = other_task(list(checkpoints), task)  # read before "
+        "torch is imported: at once",
+        "    refused = None",
+        (
+            "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
+        ),
+    ),
+    Mutant(
+        "a checkpoint path that is not there taken by argparse (said after torch is imported)",
+        "model_reference",
+        "    if not path.exists():",
+        "    if False:",
+        (
+            "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
+        ),
+    ),
+    Mutant(
+        "a misspelt option reported as the required option it was meant to be, missing",
+        "CommandParser.error",
+        '        misspelt = self._misspelt() if message.startswith("the '
+        'following arguments") else None',
+        "        misspelt = None",
+        (
+            "test_commands.py::test_argument_errors_are_said_at_once_without_importing_anything_heavy",
+        ),
+    ),
+    Mutant(
+        "a setting renamed since 0.1 answered as unknown, without its new name",
+        "with_new_name",
+        '    new = renamed(owner, found["option"]) if isinstance(owner, type) else None',
+        "    new = None",
+        ("test_bad_input.py::test_a_setting_renamed_since_0_1_is_answered_with_its_new_name",),
+    ),
+    Mutant(
+        "an hf:// revision taken unchecked (hf://ORG/NAME@../../x climbs out of the cache's refs/)",
+        "parse_name",
+        "    if at and (fault := _revision_fault(revision)):",
+        "    if False:",
+        ("test_hub.py::test_the_command_refuses_a_revision_climbing_out_of_the_cache_in_one_line",),
+    ),
+    Mutant(
+        "the Hub cache's refs file followed unchecked (refs/main naming ../../../elsewhere)",
+        "_check_ref",
+        "    if not ref.is_file():\n",
+        "    if True:\n",
+        ("test_hub.py::test_offline_a_refs_file_leading_out_of_the_cache_is_refused",),
+    ),
+    Mutant(
+        "a cached snapshot's files loaded without checking their links stay in the Hub cache",
+        "_checked_snapshot",
+        "            if not path.resolve().is_relative_to(storage):",
+        "            if False:",
+        ("test_hub.py::test_a_cached_snapshot_leading_out_of_the_cache_is_refused",),
+    ),
+    Mutant(
+        "serve: /info, /models and the page naming each model by its path as typed",
+        "group_by_task",
+        "            names=[model_name(source.where, source.path) for source in members],",
+        "            names=[source.where for source in members],",
+        ("test_serve.py::test_no_answer_nor_the_page_names_where_the_models_are",),
+    ),
+    Mutant(
+        "the page's heat map cells of one fixed size, whatever its pieces and the window",
+        "views.js",
+        "  return Math.max(MIN_CELL, Math.min(MAX_CELL, across, down));",
+        "  return 16;",
+        ("test_serve.py::test_a_character_models_heat_map_is_sized_to_its_pieces_and_the_window",),
+    ),
+    Mutant(
+        "serve: plain-text answers (/health's ok) without their newline",
+        "ended",
+        '    return body + b"\\n" if body and not body.endswith(b"\\n") else body',
+        "    return body",
+        (
+            "test_serve_startup.py::test_plain_text_answers_end_with_a_newline_and_others_pass_as_they_are",
+            "test_serve.py::test_health_and_info_cover_every_endpoint",
+        ),
+    ),
+    Mutant(
+        "an empty sentence's n-best list repeating its empty translation as its alternatives",
+        "Translator.translations",
+        '            Translation("", [], 0.0)\n',
+        '            Translation("", [], 0.0, alternatives=[Translation("", '
+        "[], 0.0)] * (n_best - 1))\n",
+        (
+            "test_translation_task.py::test_an_empty_sentence_lists_no_alternative_whatever_the_n_best",
+            "test_apps.py::test_translate_n_best_gives_an_empty_line_one_empty_translation",
+        ),
+    ),
+    Mutant(
+        "evaluate translation's exact match taking a translation one character "
+        "off for its reference",
+        "translation_report",
+        "    exact = sum(h == r for h, r in zip(hypotheses, references, strict=True))",
+        "    exact = sum(h[:-1] == r[:-1] for h, r in zip(hypotheses, references, strict=True))",
+        ("test_apps.py::test_evaluate_counts_exact_matches_against_the_reference_lines",),
+    ),
+    Mutant(
+        "evaluate's decoding progress counting no batch until the model is done (a silent decode)",
+        "counting_batches",
+        "            if done:\n                stage.advance(done)\n",
+        "            pass\n",
+        (
+            "test_translation_task.py::"
+            "test_counting_batches_counts_each_input_once_as_worker_threads_finish_them",
+        ),
+    ),
+    Mutant(
+        "an outside task's command taking over the name of seqtasks' own or a built-in task's",
+        "commands",
+        "        if command.name in taken or command.name in own:",
+        "        if False:",
+        (
+            "test_registry.py::"
+            "test_an_outside_task_takes_no_command_and_its_broken_parts_fail_alone",
+        ),
+    ),
+    Mutant(
+        "an outside task's evaluation that fails to import ending every seqtasks evaluate",
+        "parse_args",
+        "        except Exception as error:  "
+        "# an outside task's evaluation: the others still score",
+        "        except ZeroDivisionError as error:",
+        (
+            "test_registry.py::"
+            "test_an_outside_task_takes_no_command_and_its_broken_parts_fail_alone",
+        ),
+    ),
 ]
 
 
@@ -1789,25 +2014,54 @@ def is_file_site(site: str) -> bool:
     return "/" in site or Path(site).suffix in FILE_SUFFIXES
 
 
-def files_under(folder: Path, suffix: str = "") -> list[Path]:
-    """The files under `folder` ending in `suffix`, sorted, outside NOT_SEARCHED folders."""
-    found = []
-    for parent, folders, names in os.walk(folder):
-        folders[:] = [name for name in folders if name not in NOT_SEARCHED and name[0] != "."]
-        found += [Path(parent) / name for name in names if name.endswith(suffix)]
-    return sorted(found)
+def searched(relative: str) -> bool:
+    """Whether a file at `relative` (a POSIX path under the tree's root) is one of the project's:
+    outside hidden and NOT_SEARCHED folders and what a build leaves (BUILT at the top, any
+    *.egg-info)."""
+    folders = relative.split("/")[:-1]
+    return not (folders and folders[0] in BUILT) and not any(
+        name[0] == "." or name in NOT_SEARCHED or name.endswith(".egg-info") for name in folders
+    )
 
 
-def locate(root: Path, mutant: Mutant) -> tuple[Path, int, int]:
+def project_files(root: Path) -> list[Path]:
+    """The project's own files under `root`, sorted: those git tracks there and the untracked
+    ones it does not ignore (never .venv, runs/ or data/), or, in a tree without git (the
+    mutants' copies, which hold just those), every file; either way only those `searched`, so
+    never what `pip install .` leaves in build/."""
+    try:
+        command = ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"]
+        listing = subprocess.run(command, cwd=root, capture_output=True)
+    except OSError:  # no git on this machine
+        listing = None
+    if listing is not None and listing.returncode == 0:
+        names = [os.fsdecode(name) for name in listing.stdout.split(b"\0") if name]
+    else:
+        names = []
+        for parent, folders, files in os.walk(root):
+            at = Path(parent).relative_to(root)
+            prefix = "" if at == Path(".") else at.as_posix() + "/"
+            folders[:] = [name for name in folders if searched(f"{prefix}{name}/")]
+            names += [prefix + name for name in files]
+    # git lists a tracked file deleted from the work tree until the deletion is staged
+    return sorted(root / name for name in names if searched(name) and (root / name).is_file())
+
+
+def files_under(files: list[Path], folder: Path, suffix: str = "") -> list[Path]:
+    """Those of `files` (from `project_files`) under `folder` that end in `suffix`."""
+    under = os.path.join(folder, "")
+    return [path for path in files if str(path).startswith(under) and str(path).endswith(suffix)]
+
+
+def locate(root: Path, mutant: Mutant, files: list[Path] | None = None) -> tuple[Path, int, int]:
     """The file under `root` holding the mutant's site, and where in its text (start, end) the
     mutant's `old` text lies; Stale where the site is missing, not unique, or does not hold the
-    text exactly once."""
+    text exactly once. `files`: `project_files(root)`, when the caller has it already."""
     site, old = mutant.site, mutant.old
+    files = project_files(root) if files is None else files
     if is_file_site(site):
         paths = [
-            path
-            for path in files_under(root)
-            if ("/" + path.relative_to(root).as_posix()).endswith("/" + site)
+            path for path in files if ("/" + path.relative_to(root).as_posix()).endswith("/" + site)
         ]
         if not paths:
             raise Stale(f"site {site} not found")
@@ -1819,7 +2073,7 @@ def locate(root: Path, mutant: Mutant) -> tuple[Path, int, int]:
         last = site.rpartition(".")[2]
         holders, seen = [], False
         for folder in SOURCE_FOLDERS:
-            for path in files_under(root / folder, ".py"):
+            for path in files_under(files, root / folder, ".py"):
                 text = path.read_text(encoding="utf-8")
                 for name, start, end in definitions(text) if last in text else ():
                     if name == site:
@@ -1846,14 +2100,15 @@ def locate(root: Path, mutant: Mutant) -> tuple[Path, int, int]:
     return path, at, at + len(old)
 
 
-def find_test(root: Path, test: str) -> str:
+def find_test(root: Path, test: str, files: list[Path] | None = None) -> str:
     """pytest's id under `root` of a test named `test_file.py::test_name[param]` (or a whole
     file, `test_file.py`): the test function (or class) `test_name` is looked for in every
     `test_*.py` under tests/, and where several files define it, the one named `test_file.py`
-    is taken; Stale where none or several remain."""
+    is taken; Stale where none or several remain. `files`: as for `locate`."""
     file, _, rest = test.partition("::")
     name = re.match(r"[^\[:]*", rest).group()
-    candidates = files_under(root / "tests", ".py")
+    files = project_files(root) if files is None else files
+    candidates = files_under(files, root / "tests", ".py")
     candidates = [path for path in candidates if re.fullmatch(r"test_.*\.py", path.name)]
     if not name:
         paths = [path for path in candidates if path.name == file]
@@ -1915,9 +2170,10 @@ def main() -> int:
         mutant = MUTANTS[n - 1]
         with tempfile.TemporaryDirectory(prefix="seqtasks-mutant-") as folder:
             root = copy_tree(Path(folder))
+            files = project_files(root)
             try:
-                path, start, end = locate(root, mutant)
-                tests = [find_test(root, test) for test in mutant.tests]
+                path, start, end = locate(root, mutant, files)
+                tests = [find_test(root, test, files) for test in mutant.tests]
             except Stale as stale:
                 print(f"{n:2d}. STALE: {stale}")
                 survivors += 1

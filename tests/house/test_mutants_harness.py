@@ -4,6 +4,7 @@ tests may move between files and folders (no mutant is run here: a few seconds).
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import mutants
@@ -13,12 +14,13 @@ from mutants import MUTANTS, REPO, Mutant, Stale, locate
 
 def test_every_mutant_finds_its_site_and_tests_in_this_tree():
     problems = []
+    files = mutants.project_files(REPO)
     for n, mutant in enumerate(MUTANTS, 1):
         try:
-            path, start, end = locate(REPO, mutant)
+            path, start, end = locate(REPO, mutant, files)
             assert path.read_text(encoding="utf-8")[start:end] == mutant.old
             for test in mutant.tests:
-                mutants.find_test(REPO, test)
+                mutants.find_test(REPO, test, files)
         except Stale as stale:
             problems.append(f"{n}. {stale}")
     assert not problems, "\n".join(problems)
@@ -110,3 +112,52 @@ def test_a_test_named_in_several_files_is_taken_from_the_file_so_named(tmp_path)
     write(tmp_path, "tests/test_x.py", test)
     assert mutants.find_test(tmp_path, "test_x.py::test_y") == "tests/test_x.py::test_y"
     assert mutants.find_test(tmp_path, "test_one.py") == "tests/a/test_one.py"
+
+
+def test_what_pip_install_leaves_in_the_checkout_changes_no_site_and_no_test(tmp_path):
+    """`pip install .` leaves build/lib/seqtasks/ (a copy of every module and of the page's
+    files: `sections.js` was then found in 2 files) and seqtasks.egg-info/ beside the sources.
+    Sites and tests are looked for only among `project_files`, and those stay the same: here in
+    a copy of this tree, without git (as `python tests/mutants.py` copies it) and with it (as in
+    a checkout); the page's mutants are found in the sources."""
+    root = mutants.copy_tree(tmp_path)
+    sources = mutants.project_files(root)
+    shutil.copytree(root / "seqtasks", root / "build/lib/seqtasks")
+    write(root, "seqtasks.egg-info/SOURCES.txt", "seqtasks/serving/static/sections.js\n")
+    assert (root / "build/lib/seqtasks/serving/static/sections.js").is_file()
+    pages = [mutant for mutant in MUTANTS if mutants.is_file_site(mutant.site)]
+    assert any(mutant.site == "sections.js" for mutant in pages)
+    for git in (False, True):
+        if git:
+            subprocess.run(["git", "init", "-q"], cwd=root, check=True)  # every file untracked
+        assert mutants.project_files(root) == sources
+        for mutant in pages:
+            path = locate(root, mutant, sources)[0]
+            assert path.relative_to(root).parts[0] == "seqtasks", mutant.site
+
+
+def test_only_the_projects_own_files_are_searched_with_git_or_without(tmp_path):
+    """With git: its tracked files and the untracked ones it does not ignore; without: every
+    file. Either way never build/, dist/, *.egg-info or a hidden folder, even where git does
+    not ignore them."""
+    write(tmp_path, "seqtasks/static/page.js", "const a = 1;\n")
+    write(tmp_path, "seqtasks/search/beam.py", PENALTY)
+    for top in ("build/lib/", "dist/", "seqtasks.egg-info/", ".venv/lib/", "seqtasks/.cache/"):
+        write(tmp_path, top + "seqtasks/static/page.js", "const a = 1;\n")
+        write(tmp_path, top + "seqtasks/search/beam.py", PENALTY)
+    write(tmp_path, ".gitignore", "/runs/\n")
+    sources = [tmp_path / ".gitignore", tmp_path / "seqtasks/search/beam.py"]
+    sources.append(tmp_path / "seqtasks/static/page.js")
+    page = Mutant("", "static/page.js", "1", "", ())
+    module = Mutant("", "search/beam.py", "** alpha", "", ())  # a module named as a file
+    penalty = Mutant("", "length_penalty", "** alpha", "", ())
+    for git in (False, True):
+        if git:
+            subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+            write(tmp_path, "runs/seqtasks/static/page.js", "const a = 2;\n")  # git ignores it
+        assert mutants.project_files(tmp_path) == sources
+        for mutant, relative in [(page, "static/page.js"), (module, "search/beam.py")]:
+            assert locate(tmp_path, mutant)[0] == tmp_path / "seqtasks" / relative
+        assert locate(tmp_path, penalty)[0] == tmp_path / "seqtasks/search/beam.py"
+    write(tmp_path, "tests/test_page.js", "")  # untracked, not ignored: the project's
+    assert tmp_path / "tests/test_page.js" in mutants.project_files(tmp_path)

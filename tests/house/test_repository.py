@@ -5,6 +5,7 @@ Lightning, and every module stays under 300 lines."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -87,3 +88,19 @@ def test_no_module_is_over_300_lines():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > 300
     }
     assert not long, f"split these by concept: {long}"
+
+
+def test_ci_lints_as_make_lint_does_with_the_pinned_ruff():
+    """`make lint` (ruff check and ruff format --check) is what .ci/run runs, with the ruff the
+    dev extra pins exactly: `ruff>=0.6` had let a newer ruff in, which formats what this tree
+    was not formatted for (three Markdown code blocks), and CI ran `ruff check .` alone."""
+    makefile = (REPO / "Makefile").read_text()
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M).group(1).split("\n\t")
+    assert [line.strip() for line in lint] == [
+        ".venv/bin/ruff check .",
+        ".venv/bin/ruff format --check .",
+    ]
+    ci = (REPO / ".ci/run").read_text().splitlines()
+    assert "make lint" in ci and not any("ruff" in line for line in ci if line[:1] != "#")
+    (pin,) = re.findall(r'"ruff==([\d.]+)"', (REPO / "pyproject.toml").read_text())
+    assert importlib.metadata.version("ruff") == pin, "this environment's ruff is not the pin"

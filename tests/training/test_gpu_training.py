@@ -23,10 +23,10 @@ from seqtasks.cli.export import main as export
 from seqtasks.data.batch import Batch, Padding
 from seqtasks.decoders import TransformerDecoder
 from seqtasks.encoders import TransformerEncoder
-from seqtasks.translation.ctranslate2.search import translate_as_seqtasks
-from seqtasks.translation.ctranslate2.spec import transformer_spec
 from seqtasks.search import search
 from seqtasks.tasks.objective import Objective
+from seqtasks.translation.ctranslate2.search import translate_as_seqtasks
+from seqtasks.translation.ctranslate2.spec import transformer_spec
 from seqtasks.translation.data import Example, TranslationData, collate
 from seqtasks.translation.task import TranslationTask
 from seqtasks.translation.translator import Translator
