@@ -1794,7 +1794,7 @@ MUTANTS = [
     Mutant(
         "a folder's file read as the entry config.json says, whatever its name",
         "read_folder",
-        "            if ENTRY_FILES.get(key) != name:",
+        "            if kept != name:",
         "            if False:",
         (
             "test_edited_folders.py::test_an_edited_folder_is_refused_in_one_line_by_every_caller"

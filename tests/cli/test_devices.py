@@ -102,9 +102,13 @@ def test_load_checks_the_device_before_reading_any_checkpoint(gpus, tmp_path):
         ("apps/evaluate.py", ["captioning", "--checkpoint", "x.ckpt", "--source", "s"]),
     ],
 )
-def test_the_apps_refuse_a_device_that_is_not_here_as_an_argument_error(gpus, capsys, app, args):
-    """An argparse error naming --device, before any file is read (x.ckpt does not exist)."""
+def test_the_apps_refuse_a_device_that_is_not_here_as_an_argument_error(
+    gpus, capsys, app, args, tmp_path, monkeypatch
+):
+    """An argparse error naming --device, before any file is read (x.ckpt is an empty file)."""
     gpus(0)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.ckpt").touch()
     with pytest.raises(SystemExit) as exit:
         load_script(app).main([*args, "--device", "cuda"])
     assert exit.value.code == 2
