@@ -1942,6 +1942,33 @@ MUTANTS = [
             "test_an_outside_task_takes_no_command_and_its_broken_parts_fail_alone",
         ),
     ),
+    Mutant(
+        "the convolutional encoder's residual connection dropped",
+        "ConvolutionalLayer.forward",
+        "            h = (h + x) * math.sqrt(0.5)",
+        "            h = h * math.sqrt(0.5)",
+        (
+            "test_convolutional.py::"
+            "test_annotations_and_summary_match_the_equations_and_ignore_padding",
+        ),
+    ),
+    Mutant(
+        "the convolutional encoder's filters reading the padding of a shorter sequence",
+        "ConvolutionalLayer.forward",
+        "        return h * mask[:, :, None]",
+        "        return h",
+        (
+            "test_convolutional.py::"
+            "test_annotations_and_summary_match_the_equations_and_ignore_padding",
+        ),
+    ),
+    Mutant(
+        "a decoder's fixed-cache steps taken whatever its self-attention (linear's too)",
+        "TransformerDecoder.fixed_cache_steps",
+        "        return TransformerFixedSteps(self) if takes_fixed_cache(self) else None",
+        "        return TransformerFixedSteps(self)",
+        ("test_contract.py::test_search_reads_a_decoders_cache_and_fixed_steps_from_the_contract",),
+    ),
 ]
 
 

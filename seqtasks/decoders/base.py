@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from torch import Tensor, nn
 
@@ -32,6 +32,40 @@ class DecoderOutput:
     attention: Tensor | None = None
     choice_log_prob: Tensor | None = None
     sampled: Tensor | None = None
+
+
+class FixedCacheState(Protocol):
+    """A search state over caches of a fixed length: `rows` (R) and the next position `at`
+    (1,), on the device, which every step moves on in place."""
+
+    at: Tensor
+
+    @property
+    def rows(self) -> int: ...
+
+
+class FixedCacheSteps(Protocol):
+    """A decoder's search steps over caches that hold the whole length L from the start, each
+    step writing its position in place, so that every step runs the same kernels on the same
+    addresses (what a captured CUDA graph replays: `seqtasks.search.captured`); the outputs
+    are those of `Decoder.step`."""
+
+    def start(self, memory: Memory, beam_size: int, length: int) -> FixedCacheState:
+        """The state before the first of at most `length` steps, B·`beam_size` rows."""
+        ...
+
+    def step(
+        self, prev_tokens: Tensor, state: Any, need_weights: bool, prefix: int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """(R,) previous tokens -> (R, V) logits and (R, S) attention if `need_weights`,
+        reading the caches' first `prefix` positions (all if None), which must hold
+        `state.at`; writes them at `state.at` and moves it on by one, in place."""
+        ...
+
+    def reorder(self, state: Any, rows: Tensor, prefix: int | None = None) -> None:
+        """Row r continues old row rows[r] (every row kept), in place, over the first
+        `prefix` positions (all if None)."""
+        ...
 
 
 class Decoder(nn.Module, metaclass=ABCMeta):
@@ -81,3 +115,14 @@ class Decoder(nn.Module, metaclass=ABCMeta):
         `index` either permutes rows within each input's group or also drops whole groups (the
         inputs search has finished with), which must then drop their per-input tensors too."""
         raise NotImplementedError
+
+    def search_widths(self) -> tuple[int, int]:
+        """(cache, D): the elements one search row adds to the state per output position (0
+        for a decoder whose state does not grow, such as a recurrent one), and the decoder's
+        width, its embeddings' (what `seqtasks.search.budget` sizes a batch by)."""
+        return 0, self.embedding.embedding_dim
+
+    def fixed_cache_steps(self) -> FixedCacheSteps | None:
+        """Its search steps over caches of a fixed length (`FixedCacheSteps`), for a decoder
+        that has them; None otherwise (the search then steps with `step`)."""
+        return None

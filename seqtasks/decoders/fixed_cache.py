@@ -38,6 +38,29 @@ class FixedState:
     at: Tensor
     positions: Tensor
 
+    @property
+    def rows(self) -> int:
+        return self.keys[0].size(0)
+
+
+@dataclass(frozen=True)
+class TransformerFixedSteps:
+    """A Transformer decoder's `FixedCacheSteps`: `start_fixed`, `step_fixed` and
+    `reorder_fixed` of its layers."""
+
+    decoder: TransformerDecoder
+
+    def start(self, memory: Memory, beam_size: int, length: int) -> FixedState:
+        return start_fixed(self.decoder, memory, beam_size, length)
+
+    def step(
+        self, prev_tokens: Tensor, state: FixedState, need_weights: bool, prefix: int | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        return step_fixed(self.decoder, prev_tokens, state, need_weights, prefix)
+
+    def reorder(self, state: FixedState, rows: Tensor, prefix: int | None = None) -> None:
+        reorder_fixed(state, rows, prefix)
+
 
 def takes_fixed_cache(decoder: object) -> bool:
     """Whether `decoder` can search over fixed caches: a `TransformerDecoder` whose every

@@ -193,6 +193,18 @@ class TransformerDecoder(Decoder):
         """The target token table (also the output projection when tied)."""
         return self.embeddings.embedding
 
+    def search_widths(self) -> tuple[int, int]:
+        """2·layers·D a row and position: each layer's self-attention keys and values (linear
+        self-attention keeps a fixed-size state instead, counted the same: an over-estimate)."""
+        width = self.embedding.embedding_dim
+        return 2 * len(self.layers) * width, width
+
+    def fixed_cache_steps(self):  # noqa: ANN201 (decoders.fixed_cache imports this module)
+        """`TransformerFixedSteps` where every self-attention is softmax (`takes_fixed_cache`)."""
+        from seqtasks.decoders.fixed_cache import TransformerFixedSteps, takes_fixed_cache
+
+        return TransformerFixedSteps(self) if takes_fixed_cache(self) else None
+
     def logits(self, x: Tensor) -> Tensor:
         """(…, D) -> (…, V), by a product over the table's rows, the padded ones cut after it
         (`vocab_multiple`)."""

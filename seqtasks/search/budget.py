@@ -16,8 +16,6 @@ from typing import Literal
 import torch
 
 from seqtasks.decoders.base import Decoder
-from seqtasks.decoders.transformer import TransformerDecoder
-from seqtasks.search.ensemble import EnsembleDecoder
 
 TokenBudget = int | Literal["auto"]
 
@@ -47,21 +45,6 @@ def max_tokens_option(text: str) -> TokenBudget:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}") from None
 
 
-def decoder_widths(decoder: Decoder) -> tuple[int, int]:
-    """(cache, width): the elements a search row adds to the decoder's state per output
-    position, 2·layers·D for a Transformer's self-attention keys and values (its linear
-    attention keeps a fixed-size state instead, counted the same: an over-estimate for long
-    outputs) and 0 for a recurrent decoder; and the decoder's width D, its embeddings'. An
-    ensemble's are its members' summed."""
-    if isinstance(decoder, EnsembleDecoder):
-        widths = [decoder_widths(member) for member in decoder.members]
-        return sum(c for c, _ in widths), sum(w for _, w in widths)
-    width = decoder.embedding.embedding_dim
-    if isinstance(decoder, TransformerDecoder):
-        return 2 * len(decoder.layers) * width, width
-    return 0, width
-
-
 def bytes_per_token(
     decoder: Decoder,
     memory_dim: int,
@@ -73,8 +56,8 @@ def bytes_per_token(
     """The device memory a search takes per source token, at its peak, for the batches that
     take most: those of the shortest sources (`SHORTEST_SOURCE` tokens), which have the most
     rows (K per source) and output positions (p = ratio + offset / 2 per token) per token.
-    With e bytes per element (the decoder's parameters'), cache and D of `decoder_widths`, V
-    the vocabulary:
+    With e bytes per element (the decoder's parameters'), cache and D of its `search_widths`,
+    V the vocabulary:
 
         e·(memory_dim + cache + D)         the memory, and its keys and values per layer, once
                                            per input (for a recurrent decoder, its keys)
@@ -91,7 +74,7 @@ def bytes_per_token(
     full 64,000 on an H100 (78 GiB) or an H200 with little else on it; greedy, 0.13 MB.
     """
     element = next(decoder.parameters()).element_size()
-    cache, width = decoder_widths(decoder)
+    cache, width = decoder.search_widths()
     positions = ratio + offset / SHORTEST_SOURCE
     total = element * (memory_dim + cache + width)
     total += beam * positions * (2 * element * cache + 3 * 8)

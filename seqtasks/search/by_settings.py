@@ -6,7 +6,6 @@ from __future__ import annotations
 from torch import Tensor
 
 from seqtasks.decoders.base import Decoder
-from seqtasks.decoders.fixed_cache import takes_fixed_cache
 from seqtasks.layers.memory import Memory
 from seqtasks.search.beam import beam_search
 from seqtasks.search.captured import CapturedSteps
@@ -25,11 +24,13 @@ def search(
     """Per input, its `settings.n_best` outputs, best first (with their attention, if asked
     for): greedy search for one beam and one output, batched beam search otherwise. An output
     ends within `limits`; under a `constraint`, only the tokens it allows are chosen. With
-    `settings.cuda_graphs`, a Transformer decoder's steps on a GPU are replayed from CUDA graphs
-    and every row stays in the batch to the end (`CapturedSteps`)."""
+    `settings.cuda_graphs`, the steps of a decoder with `fixed_cache_steps` (a Transformer's)
+    on a GPU are replayed from CUDA graphs and every row stays in the batch to the end
+    (`CapturedSteps`)."""
     found = limits(decoder, memory, settings, constraint)
     shrink = None  # the search's default
-    if settings.cuda_graphs and memory.states.is_cuda and takes_fixed_cache(decoder):
+    graphs = settings.cuda_graphs and memory.states.is_cuda
+    if graphs and decoder.fixed_cache_steps() is not None:
         steps = CapturedSteps(decoder, int(found.max()), attention)  # start, step, reorder
         decoder, shrink = steps, 0.0  # type: ignore[assignment]
     if settings.greedy:

@@ -2,8 +2,9 @@
 
 A step of the 3-layer Transformer decoder runs ~90 operators (counted on the CPU: 88), each a
 kernel that the host launches on a GPU, whatever the batch; so there the host, not the device,
-sets the speed of search (docs/gpu.md, "What limits each"). Over fixed caches
-(`seqtasks.decoders.fixed_cache`) a step has the same shapes and addresses every time, so it is
+sets the speed of search (docs/gpu.md, "What limits each"). Over fixed caches (a decoder's
+`fixed_cache_steps`, the Transformer's in `seqtasks.decoders.fixed_cache`) a step has the same
+shapes and addresses every time, so it is
 captured into a CUDA graph (per bucket of 16 positions, and for beam search also after the beams'
 reordering) and replayed as one launch. Every row stays in the batch to the end (the search's
 `shrink_below` 0): a graph cannot drop rows, and on a GPU a finished row costs almost nothing.
@@ -16,8 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from seqtasks.decoders.fixed_cache import FixedState, reorder_fixed, start_fixed, step_fixed
-from seqtasks.decoders.transformer import TransformerDecoder
+from seqtasks.decoders.base import Decoder, FixedCacheState
 from seqtasks.layers.memory import Memory
 
 Outputs = tuple[Tensor, Tensor | None]  # a step's logits (R, V) and attention (R, S) or None
@@ -25,7 +25,7 @@ BUCKET = 16  # the positions a step reads grow by this many: a graph per bucket 
 
 
 class CapturedSteps:
-    """`start`, `step` and `reorder` of a Transformer decoder for the search loops, each step
+    """`start`, `step` and `reorder` of a decoder for the search loops, each step
     one replay of a captured graph (`capture`), or the same fixed-cache steps run eagerly (on a
     CPU, and in the tests that compare the two).
 
@@ -35,7 +35,7 @@ class CapturedSteps:
     the search first reaches it.
 
     Args:
-        decoder: a decoder that `takes_fixed_cache`.
+        decoder: a decoder with `fixed_cache_steps` (a ValueError otherwise).
         length: the most steps of the search (its longest length limit).
         attention: whether the search keeps the attention weights (else none are computed).
         capture: capture CUDA graphs (the memory must be on a CUDA device).
@@ -44,19 +44,22 @@ class CapturedSteps:
 
     def __init__(
         self,
-        decoder: TransformerDecoder,
+        decoder: Decoder,
         length: int,
         attention: bool,
         capture: bool = True,
         bucket: int = BUCKET,
     ):
-        self.decoder, self.length, self.bucket = decoder, length, bucket
+        steps = decoder.fixed_cache_steps()
+        if steps is None:
+            raise ValueError(f"{type(decoder).__name__} has no steps over fixed caches")
+        self.steps_over, self.length, self.bucket = steps, length, bucket
         self.attention, self.capture = attention, capture
         self.max_positions = decoder.max_positions
 
-    def start(self, memory: Memory, beam_size: int = 1) -> FixedState:
-        state = start_fixed(self.decoder, memory, beam_size, self.length)
-        rows = state.keys[0].size(0)
+    def start(self, memory: Memory, beam_size: int = 1) -> FixedCacheState:
+        state = self.steps_over.start(memory, beam_size, self.length)
+        rows = state.rows
         self.prev = torch.zeros(rows, dtype=torch.long, device=state.at.device)
         self.rows = torch.arange(rows, device=state.at.device)  # what `reorder` last asked for
         self.reordered = False  # whether the next step reorders the caches first
@@ -65,8 +68,8 @@ class CapturedSteps:
         return state
 
     def step(
-        self, prev_tokens: Tensor, state: FixedState
-    ) -> tuple[Tensor, FixedState, Tensor | None]:
+        self, prev_tokens: Tensor, state: FixedCacheState
+    ) -> tuple[Tensor, FixedCacheState, Tensor | None]:
         """(R,) previous tokens -> logits (R, V), the state, the attention (R, S) or None. The
         logits are overwritten by the next step; the attention is the caller's to keep."""
         self.prev.copy_(prev_tokens)
@@ -83,7 +86,7 @@ class CapturedSteps:
         self.reordered = False
         return logits, state, None if weights is None else weights.clone()
 
-    def reorder(self, state: FixedState, index: Tensor) -> FixedState:
+    def reorder(self, state: FixedCacheState, index: Tensor) -> FixedCacheState:
         """Row r continues old row index[r] (R,), applied by the next step."""
         if index.numel() != self.rows.numel():
             raise ValueError(
@@ -94,13 +97,13 @@ class CapturedSteps:
         self.reordered = True
         return state
 
-    def _eager(self, state: FixedState, prefix: int, reordered: bool) -> Outputs:
+    def _eager(self, state: FixedCacheState, prefix: int, reordered: bool) -> Outputs:
         if reordered:
-            reorder_fixed(state, self.rows, prefix)
-        return step_fixed(self.decoder, self.prev, state, self.attention, prefix)
+            self.steps_over.reorder(state, self.rows, prefix)
+        return self.steps_over.step(self.prev, state, self.attention, prefix)
 
     def _captured(
-        self, state: FixedState, prefix: int, reordered: bool
+        self, state: FixedCacheState, prefix: int, reordered: bool
     ) -> tuple[torch.cuda.CUDAGraph, Outputs]:
         """The step over `prefix` positions (after the reordering, if `reordered`) captured
         where the search has got to. Its warm-up runs write at the next position, which the

@@ -103,6 +103,11 @@ class EnsembleDecoder(Decoder):
             member.start(own, beam_size) for member, own in zip(self.members, _members(memory))
         )
 
+    def search_widths(self) -> tuple[int, int]:
+        """The members' summed: every member keeps its own state."""
+        widths = [member.search_widths() for member in self.members]
+        return sum(c for c, _ in widths), sum(w for _, w in widths)
+
     def step(
         self, prev_tokens: Tensor, state: tuple[Any, ...]
     ) -> tuple[Tensor, tuple[Any, ...], Tensor | None]:

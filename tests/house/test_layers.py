@@ -94,3 +94,23 @@ def test_the_floors_see_a_cycle_and_an_import_inside_a_function(tmp_path):
         raise AssertionError("a cycle of rooms was not seen")
     (package / "low" / "__init__.py").write_text("x = 1\n")
     assert floors(arrows(tmp_path)) == {"low": 1, "high": 2}
+
+
+def test_search_names_no_concrete_decoder():
+    """`search/` reaches decoders through their contract only (`decoders/base.py`: `step`,
+    `search_widths`, `fixed_cache_steps`, …), so that a new decoder joins search, its budget
+    and its CUDA graphs by implementing the contract, with no edit there."""
+    imported = set()
+    for path in (REPO / "seqtasks" / "search").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add((path.name, node.module))
+            elif isinstance(node, ast.Import):
+                imported |= {(path.name, alias.name) for alias in node.names}
+    parts = {
+        (name, module)
+        for name, module in imported
+        if module.startswith(("seqtasks.decoders", "seqtasks.encoders", "seqtasks.attention"))
+    }
+    contracts = {f"seqtasks.{room}.base" for room in ("decoders", "encoders", "attention")}
+    assert {module for _, module in parts} <= contracts, sorted(parts)
