@@ -271,7 +271,8 @@ def commands(task: str, checkpoint: Path, work: Path) -> dict[str, list[str]]:
         report = seqtasks(
             ["evaluate", "captioning", *ck, *shapes, "--no-meteor", "--json"], failing=True
         )
-    scores = without_places(json.loads(report.strip().splitlines()[-1]))
+    # the last JSON line: evaluate's progress lines go to standard error, printed after it here
+    scores = without_places(json.loads([x for x in report.splitlines() if x[:1] == "{"][-1]))
     printed["evaluate"] = [json.dumps(scores, sort_keys=True)]
     return printed
 

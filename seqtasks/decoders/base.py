@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from torch import Tensor, nn
@@ -26,12 +26,23 @@ class DecoderOutput:
             deterministic decoder. The task trains these choices by REINFORCE.
         sampled: (B,) bool, with `choice_log_prob`: the examples whose choices were sampled
             (hard attention's others used the expected context and made none).
+        auxiliary_loss: (B,) a term of the parts' own that the objective adds to each
+            example's (a cost of their computation): the decoder's, with the encoder's
+            `Memory.auxiliary_loss` joined by the task (`adding`); None for none.
     """
 
     logits: Tensor
     attention: Tensor | None = None
     choice_log_prob: Tensor | None = None
     sampled: Tensor | None = None
+    auxiliary_loss: Tensor | None = None
+
+    def adding(self, loss: Tensor | None) -> DecoderOutput:
+        """These outputs with (B,) `loss` added to their `auxiliary_loss` (None adds none)."""
+        if loss is None:
+            return self
+        total = loss if self.auxiliary_loss is None else self.auxiliary_loss + loss
+        return replace(self, auxiliary_loss=total)
 
 
 class FixedCacheState(Protocol):

@@ -64,11 +64,16 @@ class TransformerFixedSteps:
 
 def takes_fixed_cache(decoder: object) -> bool:
     """Whether `decoder` can search over fixed caches: a `TransformerDecoder` whose every
-    self-attention is the softmax one with its growing cache (`SelfAttention.step`; linear
-    self-attention keeps running sums instead)."""
+    self-attention keeps keys and values (`keeps_keys_and_values`)."""
     return isinstance(decoder, TransformerDecoder) and all(
-        type(layer.self_attention).step is SelfAttention.step for layer in decoder.layers
+        keeps_keys_and_values(type(layer.self_attention)) for layer in decoder.layers
     )
+
+
+def keeps_keys_and_values(kind: type[SelfAttention]) -> bool:
+    """Softmax self-attention's growing cache (`SelfAttention.step`), or a `step_fixed` of its
+    own beside its own `step` (relative attention); linear self-attention keeps running sums."""
+    return kind.step is SelfAttention.step or kind.step_fixed is not SelfAttention.step_fixed
 
 
 def start_fixed(

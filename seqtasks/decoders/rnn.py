@@ -93,11 +93,14 @@ class RNNDecoder(Decoder):
         width = s.num_layers * s.hidden_size  # s_0 of every layer at once
         self.init_hidden = nn.Linear(memory_dim, width)
         self.init_cell = nn.Linear(memory_dim, width) if init_cell else None
+        self.rnn = self.recurrent_stack(rnn_input_dim, s)
+
+    def recurrent_stack(self, input_dim: int, s: RNNSettings) -> nn.Module:
+        """The recurrent layers: one stacked `nn.GRU`/`nn.LSTM` over `input_dim`-wide inputs,
+        with dropout between its layers (GNMT's decoder gives each layer a module of its own)."""
         between = s.dropout if s.num_layers > 1 else 0.0
         rnn_class = nn.GRU if s.cell == "gru" else nn.LSTM
-        self.rnn = rnn_class(
-            rnn_input_dim, s.hidden_size, s.num_layers, batch_first=True, dropout=between
-        )
+        return rnn_class(input_dim, s.hidden_size, s.num_layers, batch_first=True, dropout=between)
 
     def initial_hidden(self, summary: Tensor, beam_size: int = 1) -> Hidden:
         """(B, D) summary c -> s_0 = tanh(W_s c) for every layer and each of the `beam_size`

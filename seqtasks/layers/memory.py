@@ -19,12 +19,15 @@ class Memory:
             and is all a no-attention decoder ever sees of the input.
         grid: (H, W) when the states come from an image (S = H·W), so an attention row can be
             drawn as a heat map; None for text.
+        auxiliary_loss: (B,) a term of the encoder's own that the task adds to each example's
+            objective (a cost of its computation), or None.
     """
 
     states: Tensor
     mask: Tensor
     summary: Tensor
     grid: tuple[int, int] | None = None
+    auxiliary_loss: Tensor | None = None
 
     @property
     def lengths(self) -> Tensor:
@@ -33,11 +36,13 @@ class Memory:
 
     def index_select(self, index: Tensor) -> Memory:
         """The rows named by `index` (B',), in that order."""
+        loss = self.auxiliary_loss
         return Memory(
             states=self.states.index_select(0, index),
             mask=self.mask.index_select(0, index),
             summary=self.summary.index_select(0, index),
             grid=self.grid,
+            auxiliary_loss=None if loss is None else loss.index_select(0, index),
         )
 
 

@@ -28,7 +28,7 @@ from seqtasks.layers.dropout import Dropout
 NormPlacement = Literal["post", "pre", "resi_dual"]
 
 
-PositionKind = Literal["sinusoidal", "learned"]
+PositionKind = Literal["sinusoidal", "learned", "none"]
 SelfAttentionKind = Literal["softmax", "linear"]  # the older string form of `self_attention`
 SelfAttentionFactory = Callable[[int, int, float], SelfAttention]  # (d_model, heads, dropout)
 
@@ -49,7 +49,8 @@ class TransformerSettings:
         dropout: on the embeddings and on every sub-layer's output (§5.4).
         attention_dropout: on the attention weights.
         norm: "post" (the paper), "pre" or "resi_dual" (above).
-        positions: "sinusoidal" or "learned".
+        positions: "sinusoidal", "learned" or "none" (no absolute positions: for a relative
+            self-attention, `attention/relative.py`, that sees distances instead).
         max_positions: the longest sequence accepted.
         pad_id: the padding token.
         self_attention: every layer's self-attention, built as `self_attention(d_model,
@@ -125,7 +126,8 @@ class Embeddings(nn.Module):
 
     Args:
         vocab_size, d_model, pad_id: the table's shape and its padding row.
-        positions: "sinusoidal" (fixed, the paper) or "learned" (one vector per position).
+        positions: "sinusoidal" (fixed, the paper), "learned" (one vector per position) or
+            "none" (a table of zeros, added where the others are: no absolute positions).
         max_positions: the longest sequence accepted.
         dropout: applied to the sum.
         vocab_multiple: the table's rows, V, rounded up to a multiple of this; the rows past V
@@ -153,10 +155,17 @@ class Embeddings(nn.Module):
         nn.init.zeros_(self.embedding.weight[vocab_size:])
         self.scale = math.sqrt(d_model)
         self.max_positions = max_positions
+        if positions not in ("sinusoidal", "learned", "none"):
+            raise ValueError(
+                f"positions must be 'sinusoidal', 'learned' or 'none', got {positions!r}"
+            )
         if positions == "sinusoidal":
             self.register_buffer(
                 "table", sinusoidal_table(max_positions, d_model), persistent=False
             )
+            self.learned = None
+        elif positions == "none":
+            self.register_buffer("table", torch.zeros(max_positions, d_model), persistent=False)
             self.learned = None
         else:
             self.learned = nn.Embedding(max_positions, d_model)

@@ -34,7 +34,13 @@ class EnsembleMemory(Memory):
     @staticmethod
     def of(members: tuple[Memory, ...]) -> EnsembleMemory:
         first = members[0]
-        return EnsembleMemory(first.states, first.mask, first.summary, first.grid, members)
+        return EnsembleMemory(
+            states=first.states,
+            mask=first.mask,
+            summary=first.summary,
+            grid=first.grid,
+            members=members,
+        )
 
 
 class EnsembleEncoder(Encoder):

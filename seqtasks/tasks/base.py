@@ -133,10 +133,12 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
 
     def teacher_forced(self, batch: Any) -> tuple[Memory, DecoderOutput]:
         """The batch encoded, and the decoder's teacher-forced pass over it, with attention
-        when the objective reads it."""
+        when the objective reads it, and the encoder's own loss term joined to the decoder's
+        (`DecoderOutput.auxiliary_loss`)."""
         memory = self.encode(batch)
         need = self.objective.needs_attention
-        return memory, self.decoder(memory, batch.tgt_in, need_attention=need)
+        output = self.decoder(memory, batch.tgt_in, need_attention=need)
+        return memory, output.adding(memory.auxiliary_loss)
 
     def loss(self, output: DecoderOutput, targets: Tensor, source_mask: Tensor) -> Tensor:
         """The training objective per target token (`Objective.per_token`)."""

@@ -27,6 +27,7 @@ class Objective(nn.Module):
         + λ Σ_i (1 − Σ_t α_ti)²                        doubly stochastic attention
         − λ_e Σ_t H(α_t)                               entropy bonus
         − λ_r (log p(y | s) − b) Σ_t log p(s_t)        REINFORCE for the choices s
+        + the parts' own terms                         `DecoderOutput.auxiliary_loss`
 
     The sums over t skip padding, the sum over i padded source positions. α is the decoder's
     attention as the contract gives it (heads averaged). REINFORCE applies in training (this
@@ -68,6 +69,8 @@ class Objective(nn.Module):
         mask = targets != PAD_ID  # (B, T)
         nll = token_nll(output.logits, targets, self.label_smoothing)  # (B, T)
         total = nll.sum(dim=1)  # (B,)
+        if output.auxiliary_loss is not None:  # the parts' own terms, per example
+            total = total + output.auxiliary_loss
         if output.attention is not None and self.needs_attention:
             alpha = output.attention.float() * mask[:, :, None]  # (B, T, S)
             if self.attention_penalty:

@@ -215,6 +215,7 @@ def test_int8_export_is_smaller_and_mostly_agrees(exported, corpus, tmp_path):
 
 # ---- refusals and the output folder --------------------------------------------------------
 RNN = part("seqtasks.encoders.RNNEncoder", embed_dim=8, hidden_size=8)
+RELATIVE = {"class_path": "seqtasks.attention.RelativeSelfAttention"}
 LUONG = part("seqtasks.decoders.LuongDecoder", embed_dim=8, hidden_size=16)
 REFUSED = {  # name -> (hparams, what the message must say)
     "resi_dual": (
@@ -223,7 +224,11 @@ REFUSED = {  # name -> (hparams, what the message must say)
     ),
     "linear": (
         transformer_hparams({}, {"self_attention": "linear"}),
-        "its decoder uses self_attention: linear",
+        "its decoder uses self_attention: LinearSelfAttention",
+    ),
+    "relative": (  # distances CTranslate2's Transformer spec would drop without a word
+        transformer_hparams({"self_attention": RELATIVE, "positions": "none"}, {}),
+        "its encoder uses self_attention: RelativeSelfAttention",
     ),
     "rnn": (
         {

@@ -17,8 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from seqtasks.attention.linear import LinearSelfAttention
-from seqtasks.attention.multihead import MultiHeadAttention
+from seqtasks.attention.multihead import MultiHeadAttention, SelfAttention
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from seqtasks.decoders.transformer import TransformerDecoder
 from seqtasks.encoders.transformer import TransformerEncoder
@@ -69,10 +68,12 @@ def refusal(task: Any) -> str | None:
                 f"its {role} is a {type(part).__name__}, and CTranslate2 runs exactly "
                 f"seqtasks' {expected.__name__} (no RNN or other {role})"
             )
-        if any(isinstance(layer.self_attention, LinearSelfAttention) for layer in part.layers):
+        others = {type(layer.self_attention) for layer in part.layers} - {SelfAttention}
+        if others:
             return (
-                f"its {role} uses self_attention: linear (Katharopoulos et al. 2020), which "
-                "CTranslate2 has no layer for; only softmax attention can be exported"
+                f"its {role} uses self_attention: {min(k.__name__ for k in others)}, which "
+                "CTranslate2 has no layer for; only softmax attention (SelfAttention) can be "
+                "exported"
             )
         if part.stack.placement not in ("post", "pre"):
             return (
