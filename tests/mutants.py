@@ -1655,9 +1655,9 @@ MUTANTS = [
     ),
     Mutant(
         "linear self-attention taken for the softmax one's fixed cache",
-        "takes_fixed_cache",
-        "type(layer.self_attention).step is SelfAttention.step",
-        "isinstance(layer.self_attention, SelfAttention)",
+        "keeps_keys_and_values",
+        "kind.step is SelfAttention.step or kind.step_fixed is not SelfAttention.step_fixed",
+        "issubclass(kind, SelfAttention)",
         ("test_captured.py::test_only_softmax_self_attention_transformers_take_fixed_caches",),
     ),
     Mutant(
@@ -1968,6 +1968,339 @@ MUTANTS = [
         "        return TransformerFixedSteps(self) if takes_fixed_cache(self) else None",
         "        return TransformerFixedSteps(self)",
         ("test_contract.py::test_search_reads_a_decoders_cache_and_fixed_steps_from_the_contract",),
+    ),
+    Mutant(
+        "the single RNN reading the padding after a shorter prompt",
+        "PromptedRNNDecoder.read_prompt",
+        "x, lengths.clamp(min=1).cpu(), batch_first=True",
+        "x, torch.full_like(lengths, x.size(1)).cpu(), batch_first=True",
+        (
+            "test_prompted.py::"
+            "test_the_single_rnn_reads_the_prompt_then_writes_the_target_in_one_recurrence",
+        ),
+    ),
+    Mutant(
+        "the decoder-only Transformer's target positions counted from the batch's longest prompt",
+        "PromptedTransformerDecoder.forward",
+        "positions = memory.lengths[:, None] + torch.arange",
+        "positions = prompt_length + torch.arange",
+        (
+            "test_prompted.py::"
+            "test_the_decoder_only_transformer_equals_a_causal_stack_over_prompt_and_target",
+        ),
+    ),
+    Mutant(
+        "the decoder-only Transformer attending to prompt padding while it teacher-forces",
+        "visible",
+        "(causal & real[:, None, :]) | itself",
+        "causal | itself",
+        (
+            "test_prompted.py::"
+            "test_the_decoder_only_transformer_equals_a_causal_stack_over_prompt_and_target",
+        ),
+    ),
+    Mutant(
+        "the decoder-only Transformer's search steps attending to prompt padding",
+        "prompt_and_target_attention",
+        'on_prompt = on_prompt.masked_fill(~mask[:, None, None, None, :], float("-inf"))',
+        "on_prompt = on_prompt",
+        ("test_decoders.py::test_teacher_forcing_equals_stepwise_decoding",),
+    ),
+    Mutant(
+        "a relative distance unclipped: distances beyond k wrapped round the table of 2k+1",
+        "RelativeSelfAttention.clipped",
+        "table[distance.clamp(-k, k) + k]",
+        "table[(distance + k) % (2 * k + 1)]",
+        (
+            "test_relative_attention.py::test_distances_beyond_k_share_one_vector",
+            "test_relative_attention.py::"
+            "test_causal_and_masked_forward_is_the_papers_equations_pair_by_pair",
+        ),
+    ),
+    Mutant(
+        "relative attention's value term a^V dropped (the keys' a^K kept)",
+        "RelativeSelfAttention.attend",
+        'return alpha @ v + torch.einsum("bhts,tsd->bhtd", alpha, a_v)',
+        "return alpha @ v",
+        (
+            "test_relative_attention.py::"
+            "test_causal_and_masked_forward_is_the_papers_equations_pair_by_pair",
+        ),
+    ),
+    Mutant(
+        "relative attention's cached step placing the new position one past the cache (t + 1)",
+        "RelativeSelfAttention.step",
+        "torch.arange(keys.size(2), keys.size(2) + 1, device=x.device)",
+        "torch.arange(keys.size(2) + 1, keys.size(2) + 2, device=x.device)",
+        (
+            "test_relative_attention.py::"
+            "test_growing_and_fixed_caches_decode_as_the_decoder_teacher_forces",
+        ),
+    ),
+    Mutant(
+        "relative attention's fixed-cache step measuring distances from the cache's end, not at",
+        "RelativeSelfAttention.step_fixed",
+        "context = self.attend(q, keys, values, at, visible)",
+        "context = self.attend(q, keys, values, at * 0 + keys.size(2) - 1, visible)",
+        (
+            "test_relative_attention.py::"
+            "test_growing_and_fixed_caches_decode_as_the_decoder_teacher_forces",
+        ),
+    ),
+    Mutant(
+        "positions: none adding the sinusoids all the same",
+        "Embeddings.__init__",
+        'self.register_buffer("table", torch.zeros(max_positions, d_model), persistent=False)',
+        'self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)',
+        (
+            "test_relative_attention.py::"
+            "test_the_encoder_ignores_padding_and_without_absolute_positions_only_distances_count",
+        ),
+    ),
+    Mutant(
+        "the halting remainder ignored: a position that halts weighs its last state by p, not R",
+        "halting_step",
+        "weight = torch.where(goes_on, p, torch.where(halts, remainder, torch.zeros_like(p)))",
+        "weight = torch.where(goes_on, p, torch.where(halts, p, torch.zeros_like(p)))",
+        (
+            "test_universal.py::test_act_halts_each_position_with_its_remainder_by_hand",
+            "test_universal.py::test_act_output_is_the_weighted_mean_of_the_steps_states",
+        ),
+    ),
+    Mutant(
+        "ACT's ponder cost without its remainder (N alone, so no gradient reaches the halting)",
+        "Pondering.cost",
+        "        return self.steps + self.remainder",
+        "        return self.steps",
+        (
+            "test_universal.py::test_act_halts_each_position_with_its_remainder_by_hand",
+            "test_universal.py::"
+            "test_the_ponder_cost_is_in_the_tasks_loss_and_trains_the_halting_units",
+        ),
+    ),
+    Mutant(
+        "a halted position's state not carried: later steps go on transforming it",
+        "DepthRecurrence.forward",
+        "            stream = chosen(~account.halted, new, stream)",
+        "            stream = new",
+        (
+            "test_universal.py::"
+            "test_steps_apply_one_layer_to_the_state_plus_its_coordinate_embedding",
+        ),
+    ),
+    Mutant(
+        "the Universal Transformer's coordinate embedding without its step signal",
+        "DepthRecurrence.forward",
+        "                coordinate = positions + self.timing[t]  # (L, D) P^t",
+        "                coordinate = positions  # (L, D) P^t",
+        (
+            "test_universal.py::"
+            "test_one_step_without_act_is_a_one_layer_transformer_plus_the_step_signal",
+        ),
+    ),
+    Mutant(
+        "the encoder's own loss term (Memory.auxiliary_loss) never joined to the objective",
+        "EncoderDecoderTask.teacher_forced",
+        "        return memory, output.adding(memory.auxiliary_loss)",
+        "        return memory, output",
+        (
+            "test_universal.py::"
+            "test_the_ponder_cost_is_in_the_tasks_loss_and_trains_the_halting_units",
+        ),
+    ),
+    Mutant(
+        "the objective leaving out the parts' own loss terms (DecoderOutput.auxiliary_loss)",
+        "Objective.forward",
+        "            total = total + output.auxiliary_loss",
+        "            total = total",
+        (
+            "test_universal.py::"
+            "test_the_ponder_cost_is_in_the_tasks_loss_and_trains_the_halting_units",
+        ),
+    ),
+    Mutant(
+        "the Universal Transformer decoder's search widths counting one step's cache, not T",
+        "UniversalTransformerDecoder.search_widths",
+        "        return 2 * self.recurrence.steps * width, width",
+        "        return 2 * width, width",
+        (
+            "test_universal.py::"
+            "test_a_halted_positions_carried_state_is_its_cache_in_forward_and_step",
+        ),
+    ),
+    Mutant(
+        "the Universal Transformer decoder's step ignoring search's pending reorder of its caches",
+        "UniversalTransformerDecoder.step",
+        "state.self_values[t], state.memory[0], state.rows, need",
+        "state.self_values[t], state.memory[0], None, need",
+        ("test_decoders.py::test_reorder_moves_hypotheses[universal-post-actTrue]",),
+    ),
+    Mutant(
+        "the TTT update's sign in its step: gradient ascent, W_t = W_{t−1} + η ∇ℓ",
+        "TTTLinearSelfAttention.step",
+        "current = current - self.eta()[:, None, None] * gradient",
+        "current = current + self.eta()[:, None, None] * gradient",
+        ("test_linear_memories.py::test_ttt_is_gradient_descent_on_its_loss",),
+    ),
+    Mutant(
+        "the TTT update's sign in its causal forward: gradient ascent, β = −2η",
+        "TTTLinearSelfAttention.scan",
+        "rate = 2 * self.eta()",
+        "rate = -2 * self.eta()",
+        ("test_linear_memories.py::test_ttt_is_gradient_descent_on_its_loss",),
+    ),
+    Mutant(
+        "TTT's step taking every gradient at W_{t−1} whatever its mini_batch",
+        "TTTLinearSelfAttention.step",
+        "base = torch.where(starts, current, base)",
+        "base = current",
+        ("test_linear_memories.py::test_ttt_is_gradient_descent_on_its_loss",),
+    ),
+    Mutant(
+        "TTT's causal forward taking every gradient at W_{t−1} whatever its mini_batch",
+        "TTTLinearSelfAttention.scan",
+        "self.chunk_size, self.mini_batch)",
+        "self.chunk_size, 1)",
+        ("test_linear_memories.py::test_ttt_is_gradient_descent_on_its_loss",),
+    ),
+    Mutant(
+        "the delta rule's M_{t−1}ᵀφ(k_t) term dropped within a chunk (the triangular solve)",
+        "delta_chunks",
+        "(eye + coupling).float()",
+        "eye.float()",
+        ("test_linear_memories.py::test_delta_rule_is_its_equations_position_by_position",),
+    ),
+    Mutant(
+        "the delta rule's M_{t−1}ᵀφ(k_t) term dropped in its step",
+        "DeltaRuleSelfAttention.step",
+        "u = beta[..., None] * (v - (k[..., None, :] @ memory)[..., 0, :])",
+        "u = beta[..., None] * v",
+        ("test_linear_memories.py::test_delta_rule_is_its_equations_position_by_position",),
+    ),
+    Mutant(
+        "the delta rule's φ not normalised by its sum",
+        "DeltaRuleSelfAttention.features",
+        "return sum_normalised(self.phi(q)), sum_normalised(self.phi(k)), v, beta",
+        "return self.phi(q), self.phi(k), v, beta",
+        ("test_linear_memories.py::test_delta_rule_is_its_equations_position_by_position",),
+    ),
+    Mutant(
+        "the gated memory's gate ignored (α ≡ 1)",
+        "GatedLinearSelfAttention.features",
+        "F.logsigmoid(self.gate(x)) / self.temperature",
+        "0 * self.gate(x)",
+        ("test_linear_memories.py::test_gated_write_is_its_equations_position_by_position",),
+    ),
+    Mutant(
+        "the gated memory's decay of the carried memory dropped from a chunk's outputs",
+        "gated_chunks",
+        "(qc * b.exp()) @ memory",
+        "qc @ memory",
+        ("test_linear_memories.py::test_gated_write_is_its_equations_position_by_position[2]",),
+    ),
+    Mutant(
+        "padding positions forgetting in the gated memory",
+        "GatedLinearSelfAttention.scan",
+        "k, log_alpha = k * keep, log_alpha * keep",
+        "k, log_alpha = k * keep, log_alpha",
+        ("test_linear_memories.py::test_padding_keys_write_and_forget_nothing[gated]",),
+    ),
+    Mutant(
+        "padding keys written into the delta rule's memory",
+        "DeltaRuleSelfAttention.scan",
+        "k = k * key_mask[:, None, :, None].to(k.dtype)",
+        "k = k",
+        ("test_linear_memories.py::test_padding_keys_write_and_forget_nothing[delta]",),
+    ),
+    Mutant(
+        "a linear memory's non-causal form read causally",
+        "LinearMemorySelfAttention.forward",
+        "        if not causal:\n",
+        "        if False:\n",
+        ("test_linear_memories.py::test_delta_rule_is_its_equations_position_by_position",),
+    ),
+    Mutant(
+        "the delta rule's step ignoring beam search's reordering of its memory",
+        "DeltaRuleSelfAttention.step",
+        "memory, empty = continued(rows, memory, empty)",
+        "pass",
+        ("test_decoders.py::test_reorder_moves_hypotheses[transformer-delta]",),
+    ),
+    Mutant(
+        "TTT's step ignoring beam search's reordering of its weights",
+        "TTTLinearSelfAttention.step",
+        "weights, written = continued(rows, weights, written)",
+        "pass",
+        ("test_decoders.py::test_reorder_moves_hypotheses[transformer-ttt]",),
+    ),
+    Mutant(
+        "linear attention's feature_map setting ignored (elu + 1 whatever it names)",
+        "LinearSelfAttention.__init__",
+        "self.phi = chosen_feature_map(feature_map, type(self).__name__)",
+        "self.phi = FEATURE_MAPS['elu+1']",
+        (
+            "test_linear_memories.py::"
+            "test_linear_attention_with_another_feature_map_is_eq5_and_steps_as_it_runs",
+        ),
+    ),
+    Mutant(
+        "DPFP's products with r shifted by j + 1 instead of j",
+        "dpfp",
+        "r * r.roll(-j, dims=-1)",
+        "r * r.roll(-j - 1, dims=-1)",
+        ("test_linear_memories.py::test_dpfp_is_r_times_its_shifts",),
+    ),
+    Mutant(
+        "GNMT's decoder with its residual connections dropped (o^k = h^k from layer 3 up too)",
+        "GNMTDecoder._residual",
+        "            return output + below\n",
+        "            return output\n",
+        ("test_gnmt.py::test_the_decoder_matches_a_loop_of_cells",),
+    ),
+    Mutant(
+        "the recurrent encoder's residual connections dropped (GNMT's from layer 3)",
+        "RNNEncoder.forward",
+        "                x = x + below\n",
+        "                pass\n",
+        ("test_gnmt.py::test_the_encoder_matches_its_layers_run_by_hand",),
+    ),
+    Mutant(
+        "GNMT's attention context fed to the bottom decoder layer only, not to those above",
+        "GNMTDecoder._upper_input",
+        "self.training), context], dim=-1)",
+        "self.training), context * 0], dim=-1)",
+        ("test_gnmt.py::test_the_decoder_matches_a_loop_of_cells",),
+    ),
+    Mutant(
+        "GNMT's attention queried with the bottom layer's new output h¹_i instead of h¹_{i−1} "
+        "(teacher forcing still equals step-wise decoding)",
+        "GNMTDecoder._bottom",
+        "        return bottom, context, weights\n",
+        "        context, weights = self.attend(_output(bottom), state, per_head)\n"
+        "        return bottom, context, weights\n",
+        ("test_gnmt.py::test_the_decoder_matches_a_loop_of_cells",),
+    ),
+    Mutant(
+        "the recurrent encoder's summary read at the batch's last position (a shorter row's "
+        "padding) instead of the row's last real token",
+        "RNNEncoder.forward",
+        "last = (lengths - 1).clamp(min=0)",
+        "last = (lengths * 0 + inputs.size(1) - 1)",
+        ("test_gnmt.py::test_the_encoder_matches_its_layers_run_by_hand",),
+    ),
+    Mutant(
+        "relative attention's own fixed-cache step refused (a CUDA-graph search taken from it)",
+        "keeps_keys_and_values",
+        " or kind.step_fixed is not SelfAttention.step_fixed",
+        "",
+        ("test_contract.py::test_search_reads_a_decoders_cache_and_fixed_steps_from_the_contract",),
+    ),
+    Mutant(
+        "a relative self-attention exported to CTranslate2 without its distances",
+        "refusal",
+        "{type(layer.self_attention) for layer in part.layers} - {SelfAttention}",
+        "{type(a) for a in (x.self_attention for x in part.layers) if 'Lin' in type(a).__name__}",
+        ("test_export.py::test_refuses_what_ctranslate2_cannot_run[relative]",),
     ),
 ]
 

@@ -181,9 +181,10 @@ def test_two_reorders_compose_like_one(decoder_class):
 def test_search_reads_a_decoders_cache_and_fixed_steps_from_the_contract():
     """What search and its budget need of a decoder (`search_widths`, `fixed_cache_steps`):
     a Transformer's self-attention keys and values, 2·layers·D a position, and steps over fixed
-    caches where every self-attention is softmax; a recurrent decoder's state does not grow and
-    has no fixed-cache steps; an ensemble's widths are its members' summed."""
-    from seqtasks.attention.linear import LinearSelfAttention
+    caches where every self-attention keeps keys and values (softmax, relative); a recurrent
+    decoder's state does not grow and has no fixed-cache steps; an ensemble's widths are its
+    members' summed."""
+    from seqtasks.attention import LinearSelfAttention, RelativeSelfAttention
     from seqtasks.decoders import BahdanauDecoder, TransformerDecoder
     from seqtasks.search.ensemble import EnsembleDecoder
 
@@ -193,6 +194,9 @@ def test_search_reads_a_decoders_cache_and_fixed_steps_from_the_contract():
     linear = TransformerDecoder(30, 16, d_model=16, num_heads=2, num_layers=1, ff_dim=32,
                                 self_attention=LinearSelfAttention)  # fmt: skip
     assert linear.fixed_cache_steps() is None
+    relative = TransformerDecoder(30, 16, d_model=16, num_heads=2, num_layers=1, ff_dim=32,
+                                  self_attention=RelativeSelfAttention)  # fmt: skip
+    assert relative.fixed_cache_steps() is not None  # it writes its own step_fixed
     rnn = BahdanauDecoder(30, 16, embed_dim=8, hidden_size=16)
     assert rnn.search_widths() == (0, 8) and rnn.fixed_cache_steps() is None
     assert EnsembleDecoder([transformer, rnn]).search_widths() == (96, 24)

@@ -7,7 +7,13 @@ import functools
 import pytest
 import torch
 
-from seqtasks.attention import MultiHeadAttention
+from seqtasks.attention import (
+    DeltaRuleSelfAttention,
+    GatedLinearSelfAttention,
+    MultiHeadAttention,
+    RelativeSelfAttention,
+    TTTLinearSelfAttention,
+)
 from seqtasks.attention.scores import (
     AdditiveAttention,
     DotAttention,
@@ -16,9 +22,13 @@ from seqtasks.attention.scores import (
 )
 from seqtasks.decoders import (
     BahdanauDecoder,
+    GNMTDecoder,
     LuongDecoder,
     NoAttentionDecoder,
+    PromptedRNNDecoder,
+    PromptedTransformerDecoder,
     TransformerDecoder,
+    UniversalTransformerDecoder,
 )
 from seqtasks.encoders import RNNEncoder
 from seqtasks.layers.memory import Memory, lengths_to_mask
@@ -109,8 +119,59 @@ DECODERS["transformer-learned-positions"] = functools.partial(
 DECODERS["transformer-GeneralAttention-cross"] = functools.partial(
     TransformerDecoder, d_model=MEM, num_heads=2, num_layers=2, cross_attention=GeneralAttention
 )
+# Shaw et al.'s relative positions, k = 2 < T, so the steps reach the clipped distances.
+for _values in (True, False):
+    DECODERS[f"transformer-relative-values{_values}"] = functools.partial(
+        TransformerDecoder, d_model=16, num_heads=2, num_layers=2, ff_dim=32, dropout=0.3,
+        attention_dropout=0.2, positions="none", self_attention=functools.partial(
+            RelativeSelfAttention, max_distance=2, values=_values
+        ),
+    )  # fmt: skip
 
-ATTENTIVE = [name for name in DECODERS if not name.startswith("plain")]
+for _cell, _layers in (("gru", 1), ("lstm", 2)):
+    DECODERS[f"prompted-rnn-{_cell}-{_layers}"] = functools.partial(
+        PromptedRNNDecoder,
+        embed_dim=8,
+        hidden_size=HID,
+        cell=_cell,
+        num_layers=_layers,
+        dropout=0.3,
+    )
+for _norm in ("post", "pre"):
+    DECODERS[f"prompted-transformer-{_norm}"] = functools.partial(
+        PromptedTransformerDecoder, d_model=16, num_heads=4, num_layers=2, ff_dim=32, dropout=0.3,
+        attention_dropout=0.2, norm=_norm,
+    )  # fmt: skip
+
+# GNMT's stack: attention from the bottom layer, its context into every layer, residuals.
+for _cell, _layers, _residual in (("gru", 3, 2), ("lstm", 4, 3)):
+    DECODERS[f"gnmt-{_cell}-{_layers}-residual-from-{_residual}"] = functools.partial(
+        GNMTDecoder, embed_dim=8, hidden_size=HID, num_layers=_layers, cell=_cell,
+        residual_from=_residual, dropout=0.3,
+    )  # fmt: skip
+DECODERS["gnmt-MultiHeadAttention-lstm-3"] = functools.partial(
+    GNMTDecoder, embed_dim=8, hidden_size=12, num_layers=3, attention=MULTI_HEAD, dropout=0.3
+)
+# The Universal Transformer: one layer applied `steps` times, a cache per step; with ACT the
+# positions halt (after two steps here) and later steps cache their carried states (halting
+# after different steps: test_universal.py).
+for _norm, _act in (("post", False), ("post", True), ("pre", True), ("resi_dual", True)):
+    DECODERS[f"universal-{_norm}-act{_act}"] = functools.partial(
+        UniversalTransformerDecoder, d_model=16, num_heads=4, ff_dim=32, steps=4, act=_act,
+        dropout=0.3, attention_dropout=0.2, norm=_norm,
+    )  # fmt: skip
+# Linear memories as the self-attention (attention/linear_memory.py): chunks of 4 < T, so the
+# causal forward carries its memory from chunk to chunk; TTT online and in mini-batches of 2.
+for _name, _memory in (
+    ("gated", functools.partial(GatedLinearSelfAttention, chunk_size=4)),
+    ("delta", functools.partial(DeltaRuleSelfAttention, chunk_size=4)),
+    ("ttt", functools.partial(TTTLinearSelfAttention, chunk_size=4)),
+    ("ttt-mini-batch-2", functools.partial(TTTLinearSelfAttention, chunk_size=4, mini_batch=2)),
+):
+    DECODERS[f"transformer-{_name}"] = functools.partial(
+        TransformerDecoder, d_model=16, num_heads=2, num_layers=2, ff_dim=32, dropout=0.3,
+        self_attention=_memory,
+    )  # fmt: skip
 
 
 def teacher_forced(decoder, memory: Memory, tgt_in: torch.Tensor):
@@ -130,6 +191,9 @@ def random_memory(seed: int = 0, lengths: torch.Tensor = LENGTHS) -> Memory:
 def make_decoder(name: str):
     torch.manual_seed(0)
     return DECODERS[name](VOCAB, MEM).eval()
+
+
+ATTENTIVE = [name for name in DECODERS if make_decoder(name).gives_attention]
 
 
 def target_inputs(seed: int = 1) -> torch.Tensor:
@@ -159,7 +223,7 @@ def test_teacher_forcing_equals_stepwise_decoding(name):
         logits, weights = run_steps(decoder, memory, tgt_in)
     assert output.logits.shape == (B, T, VOCAB)
     torch.testing.assert_close(output.logits, logits, atol=1e-5, rtol=1e-5)
-    if name.startswith("plain"):
+    if not decoder.gives_attention:
         assert output.attention is None and weights is None
     else:
         assert output.attention.shape == (B, T, S)
@@ -196,7 +260,7 @@ def test_an_rnn_decoder_with_multi_head_attention_trains_and_steps_as_it_teacher
     torch.testing.assert_close(output.attention.mean(1), weights, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ATTENTIVE)
+@pytest.mark.parametrize("name", DECODERS)
 def test_padding_in_memory_is_ignored(name):
     decoder = make_decoder(name)
     memory, tgt_in = random_memory(), target_inputs()
@@ -211,6 +275,8 @@ def test_padding_in_memory_is_ignored(name):
         noisy_steps, _ = run_steps(decoder, noisy, tgt_in)
     torch.testing.assert_close(noisy_out.logits, clean_out.logits)
     torch.testing.assert_close(noisy_steps, clean_out.logits, atol=1e-5, rtol=1e-5)
+    if not decoder.gives_attention:
+        return
     padded = ~memory.mask[:, None, :].expand(B, T, S)
     assert torch.all(clean_out.attention[padded] == 0)
     torch.testing.assert_close(clean_out.attention.sum(-1), torch.ones(B, T))

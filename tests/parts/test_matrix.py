@@ -101,15 +101,22 @@ def test_the_matrix_finds_every_part():
         "PatchEncoder",
         "ConvEncoder",
         "TimmEncoder",
+        "ConvS2SEncoder",
+        "PromptEncoder",
+        "UniversalTransformerEncoder",
     } <= names
     assert {
         "BahdanauDecoder",
+        "GNMTDecoder",
         "LuongDecoder",
         "NoAttentionDecoder",
         "SoftAttentionDecoder",
         "HardAttentionDecoder",
         "ShowTellDecoder",
         "TransformerDecoder",
+        "UniversalTransformerDecoder",
+        "PromptedRNNDecoder",
+        "PromptedTransformerDecoder",
     } <= names
     assert all(
         allowed(t, e) for t in ("translation", "parsing") for e in ENCODERS if e.reads == "tokens"

@@ -33,10 +33,17 @@ def translation(path, tokenizers, encoder=RNN, decoder=LUONG, seed=0, **settings
     return save_checkpoint(TranslationTask, hparams, lambda m: m.set_tokenizers(src, tgt), path)
 
 
+DECODER_ONLY = {  # a single network, the source as its prompt
+    "encoder": {"class_path": "seqtasks.encoders.PromptEncoder", "init_args": {"embed_dim": 16}},
+    "decoder": {"class_path": "seqtasks.decoders.PromptedTransformerDecoder",
+                "init_args": TRANSFORMER},
+}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def checkpoints(toy_tokenizers, tmp_path_factory):
-    """Three translators (two RNN, one Transformer: an ensemble may mix architectures), a
-    parser, a captioner, and a translator with other tokenisers."""
+    """Four translators (two RNN, one Transformer, one decoder-only: an ensemble may mix
+    architectures), a parser, a captioner, and a translator with other tokenisers."""
     folder = tmp_path_factory.mktemp("api")
     transformer = {
         "encoder": {"class_path": "seqtasks.encoders.TransformerEncoder", "init_args": TRANSFORMER},
@@ -47,6 +54,7 @@ def checkpoints(toy_tokenizers, tmp_path_factory):
         "rnn": translation(folder / "rnn.ckpt", toy_tokenizers),
         "rnn2": translation(folder / "rnn2.ckpt", toy_tokenizers, seed=1),
         "transformer": translation(folder / "t.ckpt", toy_tokenizers, **transformer, seed=2),
+        "decoder_only": translation(folder / "d.ckpt", toy_tokenizers, **DECODER_ONLY, seed=3),
         "other": translation(folder / "other.ckpt", toy_tokenizers[::-1]),
         "parsing": parsing_checkpoint(folder / "parsing.ckpt"),
         "captioning": captioning_checkpoint(folder / "captioning.ckpt"),
@@ -143,7 +151,7 @@ def test_bad_arguments_are_refused_by_name(checkpoints):
         seqtasks.load(folder)
     assert str(error.value) == (
         f"{folder} is a folder, not a checkpoint file: name one of the checkpoints in it "
-        "(captioning.ckpt, other.ckpt, parsing.ckpt, rnn.ckpt, rnn2.ckpt)"
+        "(captioning.ckpt, d.ckpt, other.ckpt, parsing.ckpt, rnn.ckpt)"
     )
     for size in ("max_length", "max_tokens"):
         for value in (0, -3, 2.5, True):
@@ -363,7 +371,7 @@ def test_ensemble_greedy_output_is_argmax_of_the_members_teacher_forced_mean(che
     """The ensemble's greedy translation, token by token, is the argmax of the mean of the
     members' teacher-forced log-probabilities (their `forward`, not the search's steps), and its
     score is the sum of the chosen tokens' renormalised log-probabilities."""
-    paths = [checkpoints["rnn"], checkpoints["rnn2"], checkpoints["transformer"]]
+    paths = [checkpoints[name] for name in ("rnn", "rnn2", "transformer", "decoder_only")]
     ensemble = seqtasks.load(paths)
     members = [seqtasks.load(path).task for path in paths]
     for sentence in SENTENCES[0], SENTENCES[2]:
