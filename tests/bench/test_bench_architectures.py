@@ -14,12 +14,14 @@ from architectures import best_checkpoint, by_length, rows, tokens_per_second  #
 
 
 def test_bleu_by_source_length_scores_each_bin_alone():
-    sources = ["a b", "a b c d e f g h i j", "one", "x " * 25]
-    hypotheses = ["the cat sat", "a dog ran far away", "the cat", "it is long"]
-    references = ["the cat sat", "a dog ran away", "a cat", "it is very long"]
+    sources = ["a b", "w " * 8, "a b c d e f g h i j", "one", "x " * 25]  # 8 words: 1-8
+    hypotheses = ["the cat sat", "a red hat", "a dog ran far away", "the cat", "it is long"]
+    references = ["the cat sat", "the red hat", "a dog ran away", "a cat", "it is very long"]
     scores = by_length(sources, hypotheses, references)
-    assert {label: v["n"] for label, v in scores.items()} == {"1-8": 2, "9-12": 1, "21+": 1}
-    short = sacrebleu.corpus_bleu(["the cat sat", "the cat"], [["the cat sat", "a cat"]]).score
+    assert {label: v["n"] for label, v in scores.items()} == {"1-8": 3, "9-12": 1, "21+": 1}
+    short = sacrebleu.corpus_bleu(
+        ["the cat sat", "a red hat", "the cat"], [["the cat sat", "the red hat", "a cat"]]
+    ).score
     assert scores["1-8"]["bleu"] == pytest.approx(short)
 
 
