@@ -30,6 +30,7 @@ BUILT_IN = {
     "translation": "seqtasks.translation",
     "parsing": "seqtasks.parsing",
     "captioning": "seqtasks.captioning",
+    "pretraining": "seqtasks.pretraining",
 }
 ENTRY_POINTS = "seqtasks.tasks"
 

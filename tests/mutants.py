@@ -1290,7 +1290,7 @@ MUTANTS = [
     Mutant(
         "a model folder's search settings ignored when it is loaded",
         "ModelSource.build",
-        "        if self.search is not None:",
+        "        if self.search:  # {} for a model that does not search",
         "        if False:",
         ("test_model_folders.py::test_a_folder_is_its_checkpoint",),
     ),
@@ -2301,6 +2301,134 @@ MUTANTS = [
         "{type(layer.self_attention) for layer in part.layers} - {SelfAttention}",
         "{type(a) for a in (x.self_attention for x in part.layers) if 'Lin' in type(a).__name__}",
         ("test_export.py::test_refuses_what_ctranslate2_cannot_run[relative]",),
+    ),
+    Mutant(
+        "monolingual text compared with held-out lines case-sensitively",
+        "line_key",
+        "line.lower()",
+        "line",
+        ("test_monolingual.py::test_no_line_of_a_held_out_split_is_written",),
+    ),
+    Mutant(
+        "the Brown corpus written with its tags (word/tag)",
+        "brown",
+        't.rsplit("/", 1)[0] for t in line.split()',
+        "t for t in line.split()",
+        ("test_monolingual.py::test_the_corpora_are_every_sentence_nltks_readers_give_in_order",),
+    ),
+    Mutant(
+        "the prepared task data's held-out splits not checked (only --held-out files)",
+        "held_out_files",
+        "return list(dict.fromkeys([*given, *found]))",
+        "return list(given)",
+        ("test_monolingual.py::test_no_line_of_a_held_out_split_is_written",),
+    ),
+    Mutant(
+        "a --text file named as a held-out split accepted",
+        "parse_args",
+        "if HELD_OUT_NAME.match(path.name):",
+        "if False:",
+        ("test_monolingual.py::test_a_text_file_named_as_a_held_out_split_is_refused",),
+    ),
+    Mutant(
+        "monolingual validation taking the first block of every 50, not the 50th",
+        "blocks",
+        "set(range(VAL_EVERY - 1, len(cut), VAL_EVERY))",
+        "set(range(0, len(cut), VAL_EVERY))",
+        ("test_monolingual.py::test_the_corpora_are_every_sentence_nltks_readers_give_in_order",),
+    ),
+    Mutant(
+        "monolingual output with every sentence held out written all the same (empty files)",
+        "main",
+        'sys.exit("error: no sentence is left to write")',
+        "kept = [[]]",
+        (
+            "test_monolingual.py::test_its_own_tokeniser_is_trained_on_train_txt_and_a_failure_replaces_nothing",
+        ),
+    ),
+    Mutant(
+        "masked LM's loss over every position, not the chosen ones alone",
+        "MaskedLMTask.losses",
+        "chosen = batch.targets != PAD_ID",
+        "chosen = batch.src_mask",
+        ("test_pretraining.py::test_the_loss_is_the_cross_entropy_of_the_chosen_pieces_alone",),
+    ),
+    Mutant(
+        "BERT's corruption masking 10 % of the chosen pieces and replacing 80 % at random",
+        "corrupt",
+        "if draw < replace_share:",
+        "if draw < random_share:",
+        ("test_pretraining.py::test_corruption_chooses_15_percent_and_replaces_80_10_10",),
+    ),
+    Mutant(
+        "BERT's corruption choosing nothing in a sequence whose draws all missed",
+        "corrupt",
+        "if ordinary and not chosen:",
+        "if False:",
+        (
+            "test_pretraining.py::test_every_sequence_predicts_one_piece_at_least_and_specials_never",
+        ),
+    ),
+    Mutant(
+        "evaluation masks drawn afresh each time (validations not comparable)",
+        "collate",
+        "rng = random.Random(i) if fixed else random",
+        "rng = random",
+        (
+            "test_pretraining.py::test_evaluation_masks_are_the_same_every_time_and_training_masks_fresh",
+        ),
+    ),
+    Mutant(
+        "next-sentence pairs whose B is drawn from A's own document",
+        "MonolingualData._pairs",
+        "while not is_next and other[0] == d:",
+        "while not is_next and other == (d, s + 1):",
+        (
+            "test_pretraining.py::test_next_sentence_pairs_follow_half_the_time_and_else_come_from_another_document",
+        ),
+    ),
+    Mutant(
+        "the frozen steps ignored: the encoder trained from the first step",
+        "EncoderDecoderTask.on_train_batch_start",
+        "parameter.requires_grad_(trained)",
+        "parameter.requires_grad_(True)",
+        (
+            "test_fine_tuning.py::test_a_fit_starts_from_the_pretrained_encoder_and_keeps_it_frozen_as_asked",
+        ),
+    ),
+    Mutant(
+        "the pre-trained encoder's weights checked but never loaded",
+        "EncoderDecoderTask.start_from_pretrained",
+        "self.encoder.load_state_dict(weights)",
+        "self.encoder.load_state_dict(self.encoder.state_dict())",
+        (
+            "test_fine_tuning.py::test_a_fit_starts_from_the_pretrained_encoder_and_keeps_it_frozen_as_asked",
+        ),
+    ),
+    Mutant(
+        "a pre-trained encoder reading with another tokeniser taken",
+        "pretrained_weights",
+        "        if found is not None:\n",
+        "        if False:\n",
+        (
+            "test_fine_tuning.py::test_an_encoder_that_does_not_fit_is_refused_in_one_line_before_a_step[tokeniser]",
+        ),
+    ),
+    Mutant(
+        "the encoder's own rate given to every parameter",
+        "EncoderDecoderTask.parameter_groups",
+        'return [{"params": encoder, "lr": self.encoder_lr}, {"params": rest}]',
+        'return [{"params": encoder + rest, "lr": self.encoder_lr}]',
+        ("test_fine_tuning.py::test_the_encoders_own_rate_is_a_group_of_its_parameters_alone",),
+    ),
+    Mutant(
+        "monolingual.py holding out its own earlier validation split (a second run drops it)",
+        "held_out_files",
+        "and not path.resolve().is_relative_to(own)",
+        "",
+        (
+            "test_monolingual.py::test_a_second_run_into_the_task_data_does_not_hold_out_its_own_validation",
+        ),
     ),
 ]
 

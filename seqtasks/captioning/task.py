@@ -139,7 +139,12 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
         return self.encoder(batch.images)
 
     def parameter_groups(self) -> list[dict[str, Any]]:
-        groups = [*self.encoder.parameter_groups(), {"params": list(self.decoder.parameters())}]
+        """The encoder's groups (a fine-tuned backbone's at `backbone_lr`; those without a rate
+        of their own at `encoder_lr`, when it is set) and the decoder's."""
+        encoder = self.encoder.parameter_groups()
+        if self.encoder_lr is not None:
+            encoder = [{"lr": self.encoder_lr, **group} for group in encoder]
+        groups = [*encoder, {"params": list(self.decoder.parameters())}]
         return [group for group in groups if group["params"]]
 
     def evaluation_attention(self, batch: CaptionBatch) -> bool:

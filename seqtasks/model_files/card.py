@@ -121,13 +121,14 @@ def model_card(config: dict[str, Any], name: str = "this model") -> str:
         ]
     else:
         lines.append("None recorded (an averaged model, or one saved without a validation).")
+    if search:  # a model that does not search (pre-training's) has none
+        lines += ["", "## Search", "", "Every caller searches with these unless it says otherwise:",
+                  "", *(f"- {key}: {value}" for key, value in search.items())]  # fmt: skip
+    entry = _entry(task)  # a task not installed: what it would have (its name as command)
+    commands = [f"seqtasks {command_name(task)} --checkpoint hf://ORG/NAME …"]
+    commands = commands if entry is None or entry.command else []
+    commands += ["seqtasks serve hf://ORG/NAME"] if entry is None or entry.endpoint else []
     lines += [
-        "",
-        "## Search",
-        "",
-        "Every caller searches with these unless it says otherwise:",
-        "",
-        *(f"- {key}: {value}" for key, value in search.items()),
         "",
         "## How to load it",
         "",
@@ -137,11 +138,7 @@ def model_card(config: dict[str, Any], name: str = "this model") -> str:
         f'model = seqtasks.load("hf://ORG/NAME")  # or the folder\'s path; a {type_name(task)}',
         "```",
         "",
-        "```bash",
-        f"seqtasks {command_name(task)} --checkpoint hf://ORG/NAME …",
-        "seqtasks serve hf://ORG/NAME",
-        "```",
-        "",
+        *(["```bash", *commands, "```", ""] if commands else []),
         "Loading reads `model.safetensors`, `config.json` and the tokeniser files only, each "
         "checked against the sizes and SHA-256 sums in config.json; nothing in this folder is "
         "unpickled. `pip install 'seqtasks[hub]'` for `hf://` names.",

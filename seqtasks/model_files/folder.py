@@ -50,6 +50,9 @@ TRAINING_ONLY = frozenset(
         "reward_scale",
         "torch_compile",
         "val_beam",
+        "pretrained_encoder",
+        "frozen_encoder_steps",
+        "encoder_lr",
     }
 )
 # The task's settings that config.json keeps apart, in "search", as `SearchSettings` fields.

@@ -49,7 +49,10 @@ SEARCH_FIELDS = ("beam", "length_alpha", "stop", "max_length_ratio", "max_length
 
 def search_record(settings: Any) -> dict[str, Any]:
     """A task's default search settings (its `test_settings`, a `SearchSettings`) as a record
-    keeps them: what a model searches with unless its caller says otherwise."""
+    keeps them: what a model searches with unless its caller says otherwise; {} for a task
+    that does not search (`test_settings` None: pre-training's)."""
+    if settings is None:
+        return {}
     return {name: getattr(settings, name) for name in SEARCH_FIELDS}
 
 

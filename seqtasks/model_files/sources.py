@@ -128,7 +128,7 @@ class ModelSource:
             raise CheckpointError(
                 f"{self.where}: cannot load its weights ({details[:300]})"
             ) from None
-        if self.search is not None:
+        if self.search:  # {} for a model that does not search
             names = {"stop": "beam_stop", "beam": "test_beam"}
             try:
                 task.test_settings = SearchSettings(**self.search, names=names)

@@ -52,6 +52,12 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         torch_compile: `compile_parts` the encoder and decoder: true (dynamic shapes), "static"
             or "reduce-overhead" (CUDA graphs), the last two for data padded to a few shapes;
             eager, with a warning, without a C++ compiler; search stays eager. docs/peers.md.
+        pretrained_encoder: a checkpoint, model folder or `hf://` name whose encoder weights
+            the encoder starts from when a fit starts afresh (`tasks.pretrained`: the same
+            part, weight for weight, reading with the data's source tokeniser); all of it is
+            then fine-tuned. docs/pretraining.md.
+        frozen_encoder_steps: the encoder is not trained for this many first steps.
+        encoder_lr: the encoder's own learning rate (None: the optimiser's), scheduled alike.
     """
 
     encoder: Encoder
@@ -75,9 +81,16 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         attention_penalty: float = 0.0,
         entropy_weight: float = 0.0,
         reward_scale: float = 1.0,
+        pretrained_encoder: str | None = None,
+        frozen_encoder_steps: int = 0,
+        encoder_lr: float | None = None,
     ):
         super().__init__()
+        if frozen_encoder_steps < 0:
+            raise ValueError(f"frozen_encoder_steps must be 0 or more, got {frozen_encoder_steps}")
         self.torch_compile = torch_compile
+        self.pretrained_encoder, self.encoder_lr = pretrained_encoder, encoder_lr
+        self.frozen_encoder_steps = frozen_encoder_steps
         self.objective = Objective(label_smoothing, attention_penalty, entropy_weight, reward_scale)
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
@@ -119,9 +132,48 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         if trainer is not None and trainer.datamodule is not None:
             stage = trainer.state.fn.value  # "fit", "validate", …
             check_positions(self.encoder, self.decoder, trainer.datamodule, stage)
+        if trainer is not None and self.pretrained_encoder and trainer.state.fn == "fit":
+            if trainer.ckpt_path is None:  # afresh: a resumed fit has the checkpoint's weights
+                self.start_from_pretrained(trainer.datamodule)
         if self.torch_compile and not getattr(self, "_compiled", False):
             compile_parts(self.encoder, self.decoder, mode=self.torch_compile)
             self._compiled = True
+
+    def start_from_pretrained(self, datamodule: Any) -> None:
+        """Load `pretrained_encoder`'s weights into the encoder, refusing one that does not fit
+        or reads with another source tokeniser than `datamodule`'s (`pretrained_weights`)."""
+        from seqtasks.tasks.pretrained import SETTING, PretrainedEncoderError, pretrained_weights
+
+        tokenizer = None  # a fit without a DataModule: nothing to compare with
+        if datamodule is not None:
+            tokenizer = self.data_entries(datamodule).get("src_tokenizer")
+            if tokenizer is None:
+                raise PretrainedEncoderError(
+                    f"{SETTING}: {type(datamodule).__name__} gives no source tokeniser that a "
+                    "pre-trained encoder could read with"
+                )
+        weights = pretrained_weights(self.pretrained_encoder, self.encoder, tokenizer)
+        self.encoder.load_state_dict(weights)
+
+    def parameter_groups(self) -> Any:
+        """All parameters; with `encoder_lr`, the encoder's in a group of that rate."""
+        if self.encoder_lr is None:
+            return self.parameters()
+        encoder = list(self.encoder.parameters())
+        mine = {id(p) for p in encoder}
+        rest = [p for p in self.parameters() if id(p) not in mine]  # a shared table: the encoder's
+        return [{"params": encoder, "lr": self.encoder_lr}, {"params": rest}]
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """Freeze the encoder for the first `frozen_encoder_steps` steps, then train it: those
+        of its parameters that train at all (a frozen image backbone stays frozen)."""
+        if self.frozen_encoder_steps:
+            if not hasattr(self, "_trainable"):  # as built, before the first step freezes them
+                self._trainable = [p for p in self.encoder.parameters() if p.requires_grad]
+            trained = self.global_step >= self.frozen_encoder_steps
+            for parameter in self._trainable:
+                parameter.requires_grad_(trained)
+        super().on_train_batch_start(batch, batch_idx)
 
     # ---- training ---------------------------------------------------------------------------
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> DecoderOutput:

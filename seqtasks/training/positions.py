@@ -21,12 +21,13 @@ class PositionsError(ValueError):
 
 def longest(dataset: Any) -> dict[str, int]:
     """The longest source and target of a split, in tokens, as far as its examples are in
-    memory: pairs of token ids (translation, parsing) or captions of images (captioning)."""
+    memory: pairs of token ids (translation, parsing), sources alone (pre-training) or captions
+    of images (captioning)."""
     examples = getattr(dataset, "examples", None)
     if examples is not None:
         return {
             "source": max((len(example.src) for example in examples), default=0),
-            "target": max((len(example.tgt) for example in examples), default=0),
+            "target": max((len(getattr(example, "tgt", ())) for example in examples), default=0),
         }
     targets, pairs = getattr(dataset, "targets", None), getattr(dataset, "pairs", None)
     if targets is not None and pairs is not None:

@@ -94,13 +94,14 @@ def _set_rates(scheduler: Any) -> None:
 
 
 def _rates(hparams: Mapping[str, Any]) -> list[Any]:
-    """The learning rates a task's hyperparameters set: the optimiser's, and an image
-    encoder's `backbone_lr`."""
+    """The learning rates a task's hyperparameters set: the optimiser's, an image encoder's
+    `backbone_lr`, and the task's `encoder_lr`."""
     optimizer = plain(hparams.get("optimizer")) or {}
     encoder = plain(hparams.get("encoder")) or {}
     return [
         optimizer.get("init_args", {}).get("lr") if isinstance(optimizer, dict) else optimizer,
         encoder.get("init_args", {}).get("backbone_lr") if isinstance(encoder, dict) else None,
+        hparams.get("encoder_lr"),
     ]
 
 

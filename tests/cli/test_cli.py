@@ -15,6 +15,7 @@ from conftest import REPO, flickr8k_subset, prepare_ptb, subprocess_env
 from seqtasks.captioning.data import CaptionData, ShapesData
 from seqtasks.cli.main import main
 from seqtasks.parsing.data import ParsingData
+from seqtasks.pretraining.data import MonolingualData
 from seqtasks.translation.data import TranslationData
 from seqtasks.translation.dates import DatesData
 from seqtasks.translation.streaming.sharded_translation import ShardedTranslationData
@@ -90,6 +91,14 @@ def data_overrides(
             "--data.init_args.batch_size=4",
             "--model.init_args.encoder.init_args.pretrained=false",
         ]
+    if issubclass(cls, MonolingualData):  # text a line, read with the corpus' German tokeniser
+        folder = tmp_path / "monolingual"
+        folder.mkdir()
+        lines = (multi30k_dir / "train.de").read_text().splitlines()
+        (folder / "train.txt").write_text("".join(f"{line}\n" for line in lines[:200]))
+        (folder / "val.txt").write_text("".join(f"{line}\n" for line in lines[200:240]))
+        (folder / "spm.model").write_bytes((multi30k_dir / "spm.de.model").read_bytes())
+        return ["--data.init_args.data_dir", str(folder), *SMALL_BATCHES]
     pytest.fail(f"{config}: test_cli.py does not know how to give data to {cls.__name__}")
 
 

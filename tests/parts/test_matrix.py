@@ -29,6 +29,7 @@ import seqtasks.encoders
 from seqtasks.decoders.base import Decoder
 from seqtasks.encoders.base import Encoder
 from seqtasks.registry import tasks
+from seqtasks.tasks.base import EncoderDecoderTask
 
 TINY = {
     "embed_dim": 8,
@@ -43,7 +44,12 @@ TINY = {
     "project_dim": 8,
     "dropout": 0.0,
 }
-TASKS = {name: entry.task_class() for name, entry in tasks().items()}
+# the tasks of an encoder and a decoder (pre-training's encoders alone: test_pretraining.py)
+TASKS = {
+    name: entry.task_class()
+    for name, entry in tasks().items()
+    if issubclass(entry.task_class(), EncoderDecoderTask)
+}
 
 
 def concrete_parts(package, base: type) -> list[type]:

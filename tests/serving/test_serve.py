@@ -989,6 +989,8 @@ def test_the_page_names_no_task_labels_every_control_and_needs_no_internet():
     page.feed(html)
     for name, entry in tasks().items():
         endpoint = entry.endpoint_class()
+        if endpoint is None:  # a task not served (pre-training's)
+            continue
         words = {name, endpoint.path, endpoint.title, endpoint.prompt}
         assert not [w for w in words if w.lower() in html.lower()], name
     assert page.controls and set(page.controls) <= page.labelled, page.controls

@@ -31,7 +31,7 @@ def write(folder, name: str, declaration: str) -> None:
 
 def test_every_built_in_task_is_found_by_its_own_declaration():
     found = tasks()
-    assert list(found) == ["translation", "parsing", "captioning"]
+    assert list(found) == ["translation", "parsing", "captioning", "pretraining"]
     for name, entry in found.items():
         assert entry.package == f"seqtasks.{name}"
         assert entry.task_class().entry is entry  # the class names the same declaration
@@ -101,7 +101,7 @@ def test_an_outside_package_that_fails_is_left_out_alone_with_one_warning_each(
             write(packages, package, init)
     with pytest.warns(registry.TaskPackageWarning) as warned:
         found = fresh_registry.tasks()
-    assert list(found) == ["translation", "parsing", "captioning", "fine"]
+    assert list(found) == ["translation", "parsing", "captioning", "pretraining", "fine"]
     assert found["translation"].package == "seqtasks.translation"
     said = sorted(str(w.message) for w in warned)
     expected = sorted(
