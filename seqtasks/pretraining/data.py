@@ -4,7 +4,7 @@ lines), as `data_prep/monolingual.py` writes it, corrupted as BERT corrupts its 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -12,9 +12,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset
 
-from seqtasks.data.batch import UNPADDED, Padding, Travels, pad
+from seqtasks.data.batch import UNPADDED, Padding, ParallelDataset, Travels, pad
 from seqtasks.data.module import BucketedData, report_skipped
 from seqtasks.data.text import read_lines
 from seqtasks.data.tokenizer import EOS_ID, PAD_ID, SentencePieceTokenizer
@@ -47,15 +46,8 @@ class MaskedBatch(Travels):
         return self.src.size(0)
 
 
-class SentenceDataset(Dataset):
-    def __init__(self, examples: Sequence[Sentences]):
-        self.examples = examples
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, i: int) -> tuple[int, Sentences]:
-        return i, self.examples[i]
+class SentenceDataset(ParallelDataset):
+    """`ParallelDataset`'s examples without a target side: what padding costs is the source's."""
 
     def lengths(self) -> list[int]:
         return [len(e.src) + 1 for e in self.examples]

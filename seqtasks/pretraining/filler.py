@@ -73,7 +73,7 @@ class MaskFiller:
                 top = probabilities[row, at].topk(min(top_k, tokenizer.vocab_size - FIRST_PIECE))
                 best = dict(zip(at, top.indices[:, 0].tolist()))
                 choices = [
-                    [(tokenizer.pieces([i])[0], p) for i, p in zip(ids_, ps)]
+                    list(zip(tokenizer.pieces(ids_), ps))
                     for ids_, ps in zip(top.indices.tolist(), top.values.tolist())
                 ]
                 text = tokenizer.decode([best.get(i, piece) for i, piece in enumerate(ids)])
