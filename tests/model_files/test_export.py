@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import ctranslate2  # the dev extras install it: a missing one fails, never skips
 import lightning as L
 import pytest
+import sacrebleu
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
@@ -207,10 +208,15 @@ def test_int8_export_is_smaller_and_mostly_agrees(exported, corpus, tmp_path):
         ctranslate2.Translator(str(f), intra_threads=1) for f in (out, tmp_path / "int8")
     ]
     outputs = [[r.hypotheses[0] for r in t.translate_batch(pieces)] for t in translators]
-    # int8 products round by the CPU's instructions: 28 of these 60 agree on an Intel Xeon with
-    # AMX and VNNI (2026-12-01), at least 30 where CI ran before; what is checked is that int8
-    # still translates, not that it rounds alike everywhere
-    assert sum(a == b for a, b in zip(*outputs)) >= 0.4 * len(pieces)
+    # int8 products round by the CPU's instructions: 28 of these 60 outputs are the float
+    # model's on an Intel Xeon with AMX and VNNI (2026-12-01), none on an AMD EPYC with AVX2
+    # (2026-12-02: chrF 31.5 against the float outputs, 17.8 against them shifted by one).
+    # What is checked is that int8 still translates each input (its outputs follow their own
+    # sentences' float outputs better than their neighbours'), not that it rounds alike.
+    texts = [["".join(p).replace("▁", " ").strip() for p in o] for o in outputs]
+    aligned = sacrebleu.corpus_chrf(texts[1], [texts[0]]).score
+    shifted = sacrebleu.corpus_chrf(texts[1], [texts[0][1:] + texts[0][:1]]).score
+    assert aligned > shifted + 5, (aligned, shifted)
 
 
 # ---- refusals and the output folder --------------------------------------------------------
