@@ -42,11 +42,12 @@ METRIC = re.compile(r"_(-?[0-9.]+)\.ckpt$")
 
 def rows() -> list[str]:
     """Every config of the three tasks, as `task/name`: all but the GPU-sized (GNMT's own 8 + 8
-    layers, the GPU recipes), the sharded and dates copies, Flickr8k and the character parser."""
+    layers, the GPU recipes), the sharded and dates copies, Flickr8k, the character parser, and
+    the recipes that start from another model (a pre-trained encoder, self-critical training)."""
     names = []
     for task in ("translation", "parsing", "captioning"):
         for config in sorted((ROOT / "configs" / task).glob("*.yaml")):
-            if not re.search(r"gpu|shards|dates|_xx|flickr8k|^gnmt$", config.stem):
+            if not re.search(r"gpu|shards|dates|_xx|flickr8k|pretrained|scst|^gnmt$", config.stem):
                 names.append(f"{task}/{config.stem}")
     return names
 
