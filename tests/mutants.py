@@ -2389,7 +2389,7 @@ MUTANTS = [
     ),
     Mutant(
         "the frozen steps ignored: the encoder trained from the first step",
-        "EncoderDecoderTask.on_train_batch_start",
+        "FineTuning.on_train_batch_start",
         "parameter.requires_grad_(trained)",
         "parameter.requires_grad_(True)",
         (
@@ -2398,7 +2398,7 @@ MUTANTS = [
     ),
     Mutant(
         "the pre-trained encoder's weights checked but never loaded",
-        "EncoderDecoderTask.start_from_pretrained",
+        "FineTuning.start_from_pretrained",
         "self.encoder.load_state_dict(weights)",
         "self.encoder.load_state_dict(self.encoder.state_dict())",
         (
@@ -2416,7 +2416,7 @@ MUTANTS = [
     ),
     Mutant(
         "the encoder's own rate given to every parameter",
-        "EncoderDecoderTask.parameter_groups",
+        "FineTuning.parameter_groups",
         'return [{"params": encoder, "lr": self.encoder_lr}, {"params": rest}]',
         'return [{"params": encoder + rest, "lr": self.encoder_lr}]',
         ("test_fine_tuning.py::test_the_encoders_own_rate_is_a_group_of_its_parameters_alone",),
@@ -2429,6 +2429,90 @@ MUTANTS = [
         (
             "test_monolingual.py::test_a_second_run_into_the_task_data_does_not_hold_out_its_own_validation",
         ),
+    ),
+    Mutant(
+        "the pieces inside words standing for the words instead of each word's first",
+        "first_pieces",
+        "torch.argsort((~keep).to(torch.int8), dim=1, stable=True)",
+        "torch.argsort(keep.to(torch.int8), dim=1, stable=True)",
+        ("test_pieces.py::test_first_pieces_keeps_each_words_first_annotation_in_order",),
+    ),
+    Mutant(
+        "the EOS not kept by the pooling over pieces (the decoder loses its end)",
+        "SourcePieces.__init__",
+        "        starts[EOS_ID] = True\n",
+        "",
+        ("test_pieces.py::test_each_word_reads_as_its_own_pieces_and_its_first_marks_the_word",),
+    ),
+    Mutant(
+        "search reading the encoder's pieces instead of the words they are pooled to",
+        "Model.search_sources",
+        "memory = task.encode_source(src, src != PAD_ID)",
+        "memory = task.encoder(src, src != PAD_ID)",
+        ("test_pieces.py::test_a_parser_over_pieces_parses_words_stores_and_exports_alike",),
+    ),
+    Mutant(
+        "a word vocabulary stored with a null tokeniser key (every old fingerprint changes)",
+        "ParsingVocabulary.as_dict",
+        '        if self.source_tokenizer is None:\n            del stored["source_tokenizer"]\n',
+        "",
+        (
+            "test_pieces.py::test_the_vocabulary_keeps_its_tokeniser_in_json_and_a_word_vocabulary_as_before",
+        ),
+    ),
+    Mutant(
+        "self-critical training descending the reward (the sign of REINFORCE flipped)",
+        "self_critical_step",
+        "loss=-(advantage * log_p).mean(),",
+        "loss=(advantage * log_p).mean(),",
+        (
+            "test_self_critical.py::test_training_on_a_reward_makes_its_outputs_likelier",
+            "test_self_critical.py::test_the_loss_is_reinforce_with_the_baseline_and_logs_by_hand",
+        ),
+    ),
+    Mutant(
+        "the leave-one-out baseline counting the sample itself",
+        "self_critical_step",
+        "(rewards.sum(dim=1, keepdim=True) - rewards) / (k - 1)",
+        "rewards.mean(dim=1, keepdim=True).expand(rows, k)",
+        (
+            "test_self_critical.py::test_the_loss_is_reinforce_with_the_baseline_and_logs_by_hand[mean]",
+        ),
+    ),
+    Mutant(
+        "log p of the samples not renormalised under the constraint",
+        "sequence_log_probs",
+        '        logits = logits.masked_fill(~torch.stack(allowed, dim=1), float("-inf"))\n',
+        "",
+        ("test_self_critical.py::test_log_p_of_the_samples_is_the_sampling_policys",),
+    ),
+    Mutant(
+        "a finished sample's EOS left out of its log p",
+        "sequence_log_probs",
+        "tokens = [h.tokens + ([EOS_ID] if h.finished else []) for h in outputs]",
+        "tokens = [list(h.tokens) for h in outputs]",
+        ("test_self_critical.py::test_log_p_of_the_samples_is_the_sampling_policys",),
+    ),
+    Mutant(
+        "a caption's EOS left out of its CIDEr-D reward",
+        "CaptioningTask.sequence_rewards",
+        "+ [EOS_WORD] * h.finished,",
+        ",",
+        ("test_self_critical.py::test_captions_are_rewarded_by_cider_d_with_their_eos",),
+    ),
+    Mutant(
+        "parse F1 counting matched brackets once, not against gold and test",
+        "sentence_f1",
+        "return 2 * scored.matched / (scored.gold + scored.test)",
+        "return scored.matched / (scored.gold + scored.test)",
+        ("test_self_critical.py::test_sentence_f1_against_a_worked_example",),
+    ),
+    Mutant(
+        "the whole pre-trained model checked but not loaded",
+        "FineTuning.start_from_pretrained",
+        "self.load_state_dict(pretrained_model_weights(self.pretrained_model, self, entries))",
+        "pretrained_model_weights(self.pretrained_model, self, entries)",
+        ("test_self_critical.py::test_a_self_critical_fit_starts_from_the_whole_trained_model",),
     ),
 ]
 

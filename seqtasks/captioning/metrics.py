@@ -101,30 +101,34 @@ def bleu(hypotheses: Sequence[list[str]], references: Sequence[Sequence[list[str
     return [s * brevity for s in scores]
 
 
-def cider_d(
-    hypotheses: Sequence[list[str]], references: Sequence[Sequence[list[str]]], sigma: float = 6.0
-) -> float:
-    """Corpus CIDEr-D of tokenised hypotheses, each with its references (coco-caption's scale:
-    about 0–10, the mean of the per-image scores)."""
-    ref_counts = [[ngrams(r) for r in refs] for refs in references]
-    frequency = Counter(gram for refs in ref_counts for gram in set().union(*refs))
-    log_images = math.log(len(references))
+class CiderD:
+    """CIDEr-D (Vedantam et al. 2015) with the document frequencies of a reference corpus:
+    coco-caption's, whose corpus is the evaluated images' references (`cider_d`), or the
+    training captions', as self-critical training rewards with it (Rennie et al. 2017)."""
 
-    def vector(counts: Counter) -> tuple[list[dict], list[float], int]:
+    def __init__(self, corpus: Sequence[Sequence[list[str]]], sigma: float = 6.0):
+        self.frequency = Counter(
+            gram for refs in corpus for gram in set().union(*(ngrams(r) for r in refs))
+        )
+        self.log_images, self.sigma = math.log(len(corpus)), sigma
+
+    def vector(self, words: list[str]) -> tuple[list[dict], list[float], int]:
         """TF-IDF weights per n-gram order, their norms, and the length in bigrams."""
         weights: list[dict] = [{} for _ in range(4)]
+        counts = ngrams(words)
         for gram, tf in counts.items():
-            weights[len(gram) - 1][gram] = tf * (log_images - math.log(max(1.0, frequency[gram])))
+            idf = self.log_images - math.log(max(1.0, self.frequency[gram]))
+            weights[len(gram) - 1][gram] = tf * idf
         norms = [math.sqrt(sum(w * w for w in order.values())) for order in weights]
         return weights, norms, sum(tf for gram, tf in counts.items() if len(gram) == 2)
 
-    scores = []
-    for hypothesis, refs in zip(hypotheses, ref_counts, strict=True):
-        hyp, hyp_norms, hyp_length = vector(ngrams(hypothesis))
+    def score(self, hypothesis: list[str], references: Sequence[list[str]]) -> float:
+        """One hypothesis' CIDEr-D against its references (about 0–10)."""
+        hyp, hyp_norms, hyp_length = self.vector(hypothesis)
         total = [0.0] * 4
-        for ref_grams in refs:
-            ref, ref_norms, ref_length = vector(ref_grams)
-            penalty = math.exp(-((hyp_length - ref_length) ** 2) / (2 * sigma**2))
+        for reference in references:
+            ref, ref_norms, ref_length = self.vector(reference)
+            penalty = math.exp(-((hyp_length - ref_length) ** 2) / (2 * self.sigma**2))
             for n in range(4):
                 overlap = sum(
                     min(w, ref[n].get(g, 0.0)) * ref[n].get(g, 0.0) for g, w in hyp[n].items()
@@ -132,7 +136,16 @@ def cider_d(
                 if hyp_norms[n] and ref_norms[n]:
                     overlap /= hyp_norms[n] * ref_norms[n]
                 total[n] += overlap * penalty
-        scores.append(10.0 * sum(total) / 4 / len(refs))
+        return 10.0 * sum(total) / 4 / len(references)
+
+
+def cider_d(
+    hypotheses: Sequence[list[str]], references: Sequence[Sequence[list[str]]], sigma: float = 6.0
+) -> float:
+    """Corpus CIDEr-D of tokenised hypotheses, each with its references (coco-caption's scale:
+    about 0–10, the mean of the per-image scores)."""
+    scorer = CiderD(references, sigma)
+    scores = [scorer.score(h, refs) for h, refs in zip(hypotheses, references, strict=True)]
     return sum(scores) / len(scores)
 
 

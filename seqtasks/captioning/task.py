@@ -13,6 +13,7 @@ from torch import Tensor
 from seqtasks.captioning import TASK
 from seqtasks.captioning.data import CaptionBatch
 from seqtasks.captioning.judgements import judge
+from seqtasks.captioning.metrics import CiderD, ptb_tokenize
 from seqtasks.captioning.scores import Captioned, CaptionScores
 from seqtasks.data.words import WordTokenizer
 from seqtasks.decoders.base import Decoder
@@ -60,6 +61,7 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
     Scores = CaptionScores
     entry = TASK
     stored_keys, stored_as = ("vocabulary", "image_size"), "vocabulary"
+    rewards = ("cider_d",)
 
     def __init__(
         self,
@@ -88,6 +90,7 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
         self.build_parts(encoder, decoder, tgt_vocab_size)
         self.tokenizer: WordTokenizer | None = None
         self.image_size: int | None = None
+        self.cider_d: CiderD | None = None  # over the training captions, to reward with
 
     # ---- vocabulary and image size travel with the checkpoint ----------------------------------
     def setup(self, stage: str) -> None:
@@ -96,6 +99,9 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
             return
         if self.tokenizer is None:
             self.set_preprocessing(datamodule.tokenizer, datamodule.image_size)
+        if self.self_critical is not None and self.cider_d is None:
+            training = datamodule.images.get("train", [])
+            self.cider_d = CiderD([[with_eos(c) for c in image.captions] for image in training])
         key = self.encoder.feature_key
         if key is not None:
             datamodule.use_features(self._extract, key)
@@ -176,9 +182,34 @@ class CaptioningTask(StoredEntries, EncoderDecoderTask):
             records.append(record)
         return records
 
+    def sequence_rewards(
+        self, reward: str, batch: CaptionBatch, outputs: list[Hypothesis], k: int
+    ) -> list[float]:
+        """Each caption's CIDEr-D against its image's references, the document frequencies
+        the training captions'; a caption that ended and every reference end with an EOS word
+        (SacreEOS's standard configuration), so ending a caption well is rewarded."""
+        if self.cider_d is None:
+            raise ValueError("CIDEr-D rewards need the training captions: fit with their data")
+        references = [[with_eos(c) for c in refs] for refs in batch.references]
+        return [
+            self.cider_d.score(
+                ptb_tokenize(self.tokenizer.decode(h.tokens)) + [EOS_WORD] * h.finished,
+                references[i // k],
+            )
+            for i, h in enumerate(outputs)
+        ]
+
     def predict_step(self, batch: CaptionBatch, batch_idx: int) -> list[tuple[int, str]]:
         """(index in the split, caption) for each image of the batch."""
         return [
             (int(i), self.tokenizer.decode(nbest[0].tokens))
             for i, nbest in zip(batch.index, self.predicted(batch))
         ]
+
+
+EOS_WORD = "<eos>"  # the end of a caption, as a word of its reward
+
+
+def with_eos(caption: str) -> list[str]:
+    """A reference caption's words, then the EOS word."""
+    return [*ptb_tokenize(caption), EOS_WORD]

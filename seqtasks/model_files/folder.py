@@ -53,6 +53,8 @@ TRAINING_ONLY = frozenset(
         "pretrained_encoder",
         "frozen_encoder_steps",
         "encoder_lr",
+        "pretrained_model",
+        "self_critical",
     }
 )
 # The task's settings that config.json keeps apart, in "search", as `SearchSettings` fields.

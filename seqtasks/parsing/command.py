@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pretokenized:
         sentences = [escape_brackets(line.split()) for line in lines]
     else:
-        tokenizer = PTBTokenizer(model.task.vocabulary.words)
+        tokenizer = PTBTokenizer(model.task.vocabulary.known_words)
         sentences = [s for line in lines for s in tokenizer.sentences(line)]
     if not sentences:
         print("note: no sentences in the input", file=sys.stderr)
@@ -105,9 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.max_words}; not parsed",
                 file=sys.stderr,
             )
-        elif len(words) > (model.max_words or len(words)):
+        elif (read := model.source_length(words)) > (model.max_words or read):
+            pieces = "" if read == len(words) else f" ({read} pieces)"
             print(
-                f"note: sentence {i} has {len(words)} tokens, more than the model reads "
+                f"note: sentence {i} has {len(words)} tokens{pieces}, more than the model reads "
                 f"({model.max_words}); not parsed",
                 file=sys.stderr,
             )

@@ -64,6 +64,10 @@ class ParsingData(BucketedData):
         max_length: training trees whose bracket sequence is longer than this, like trees
             without words, are skipped with a warning that counts them (evaluation keeps
             every tree).
+        source_tokenizer: a sentencepiece model file to read the words with, a word's pieces
+            at a time, instead of a word vocabulary (the tokeniser of the encoder the parser
+            starts from: `data/monolingual/spm.model`; `seqtasks.parsing.pieces`); then
+            `min_count` has nothing to do, and `reverse` and `word_dropout` must be off.
     """
 
     def __init__(
@@ -75,9 +79,23 @@ class ParsingData(BucketedData):
         min_count: int = 2,
         word_dropout: float = 0.25,
         max_length: int = 1000,
+        source_tokenizer: str | None = None,
         **settings: Any,
     ):
         super().__init__(val_split=val_split, max_length=max_length, **settings)
+        if source_tokenizer is not None and word_dropout > 0:
+            raise ValueError(
+                f"data.init_args.word_dropout {word_dropout} reads rare words as their "
+                "unknown-word class, which a source_tokenizer's pieces have not: set it to 0"
+            )
+        if source_tokenizer is not None and reverse:
+            raise ValueError(
+                "data.init_args.reverse: a parser that reads a source_tokenizer's pieces reads "
+                "them in order (each word's first piece stands for the word)"
+            )
+        tokenizer = None if source_tokenizer is None else Path(source_tokenizer)
+        if tokenizer is not None and not tokenizer.is_file():
+            raise FileNotFoundError(f"data.init_args.source_tokenizer {tokenizer} not found")
         self.data_dir = Path(data_dir)
         self.word_dropout = word_dropout
         train_split = self.splits["fit"]
@@ -90,7 +108,8 @@ class ParsingData(BucketedData):
             self.data_dir / f"{train_split}.mrg", len(train) + empty + long, "trees", reasons
         )
         self.counts = Counter(w for tree in train for w in tree.leaves())
-        self.vocabulary = ParsingVocabulary.build(train, tags, reverse, min_count)
+        proto = None if tokenizer is None else tokenizer.read_bytes()
+        self.vocabulary = ParsingVocabulary.build(train, tags, reverse, min_count, proto)
 
     def read(self, split: str) -> list[Tree]:
         path = self.data_dir / f"{split}.mrg"
@@ -126,12 +145,18 @@ class ParsingData(BucketedData):
     def example(self, tree: Tree) -> ParseExample:
         v, words = self.vocabulary, tree.leaves()
         alpha = self.word_dropout
-        drop = [alpha / (alpha + self.counts[w]) if alpha > 0 else 0.0 for w in words]
+        src = v.source.encode_words(words)
+        if v.tokenizer_proto is None:
+            drop = [alpha / (alpha + self.counts[w]) if alpha > 0 else 0.0 for w in words]
+            unknown = v.source.ordered([v.source.unknown_id(w) for w in words])
+            drop = v.source.ordered(drop)
+        else:  # pieces: no unknown-word classes to drop words to
+            unknown, drop = src, [0.0] * len(src)
         return ParseExample(
-            src=v.source.encode_words(words),
+            src=src,
             tgt=v.target.encode_tree(tree),
-            unknown=v.source.ordered([v.source.unknown_id(w) for w in words]),
-            drop=v.source.ordered(drop),
+            unknown=unknown,
+            drop=drop,
             words=" ".join(words),
             tree=to_line(tree),
         )

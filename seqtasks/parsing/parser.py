@@ -52,7 +52,7 @@ class Parser(Model):
 
     def __init__(self, task: ParsingTask, checkpoints: Sequence[str | Path]):
         super().__init__(task, checkpoints)
-        self._ptb = PTBTokenizer(task.vocabulary.words)
+        self._ptb = PTBTokenizer(task.vocabulary.known_words)
 
     def parse(
         self,
@@ -78,16 +78,17 @@ class Parser(Model):
         check_max_tokens(max_tokens)
         sentences = as_list(sentences, "sentences")
         words = [self.tokens(sentence, i) for i, sentence in enumerate(sentences)]
-        for i, tokens in enumerate(words):
-            if self.max_words is not None and len(tokens) > self.max_words:
+        sources = [self.task.vocabulary.source.encode_words(w) for w in words]
+        for i, (tokens, ids) in enumerate(zip(words, sources)):
+            if self.max_words is not None and len(ids) > self.max_words:
+                read = "" if len(ids) == len(tokens) else f" (read as {len(ids)} pieces)"
                 raise ValueError(
-                    f"sentence {i} has {len(tokens)} tokens; this parser reads at most "
+                    f"sentence {i} has {len(tokens)} tokens{read}; this parser reads at most "
                     f"{self.max_words} (its encoder's max_positions, less one for the EOS)"
                 )
         if tags is not None and [len(t) for t in tags] != [len(w) for w in words]:
             raise ValueError("tags must give one tag per token of every sentence")
-        encode = self.task.vocabulary.source.encode_words
-        nbests = self.search_sources([encode(w) for w in words], settings, max_tokens, workers)
+        nbests = self.search_sources(sources, settings, max_tokens, workers)
         return [
             Parse(Tree(ROOT, []), [], 0.0, 0)
             if nbest is None
@@ -104,10 +105,16 @@ class Parser(Model):
         tree, repairs = tree_from_output(tokens, words, tags)
         return Parse(tree, tokens, hypothesis.score, repairs)
 
+    def source_length(self, words: Sequence[str]) -> int:
+        """How many source positions `words` take (more than words for a tokeniser's pieces),
+        without the EOS."""
+        return len(self.task.vocabulary.source.encode_words(words))
+
     @property
     def max_words(self) -> int | None:
-        """The most tokens a sentence may have (None: any): a Transformer encoder reads its
-        `max_positions`, one of them the EOS; a tree cannot cover a sentence cut short."""
+        """The most tokens (or pieces, for a parser reading a tokeniser's) a sentence may have
+        (None: any): a Transformer encoder reads its `max_positions`, one of them the EOS; a
+        tree cannot cover a sentence cut short."""
         positions = self.task.encoder.max_positions
         return None if positions is None else positions - 1
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from seqtasks.metrics.records import RecordMetric, loss_per_token
 from seqtasks.parsing.linearisation import tree_from_output
+from seqtasks.parsing.parseval import Status, score_sentence
 from seqtasks.parsing.parseval import score_corpus as parseval_corpus
 from seqtasks.parsing.trees import NONE_TAG, read_trees
 
@@ -51,3 +52,14 @@ class ParseScores(RecordMetric[Parsed]):
             "malformed": 100.0 * repaired / len(records),
             "tagging_accuracy": scores.tagging_accuracy,
         }
+
+
+def sentence_f1(gold: str, written: list[str]) -> float:
+    """EVALB's bracket F1, in [0, 1], of the tree a bracket sequence describes over the gold
+    tree's words (on one line); 0 for one EVALB cannot score."""
+    tree = read_trees(gold)[0]
+    words = [word for word, tag in tree.pos() if tag != NONE_TAG]
+    scored = score_sentence(tree, tree_from_output(written, words)[0])
+    if scored.status is not Status.OK or not scored.gold + scored.test:
+        return 0.0
+    return 2 * scored.matched / (scored.gold + scored.test)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from torch import Tensor
+
 from seqtasks.data.batch import Batch
 from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.decoders.base import Decoder
@@ -14,7 +16,8 @@ from seqtasks.layers.memory import Memory
 from seqtasks.parsing import TASK
 from seqtasks.parsing.constraint import BracketConstraint
 from seqtasks.parsing.linearisation import tree_from_output
-from seqtasks.parsing.scores import Parsed, ParseScores
+from seqtasks.parsing.pieces import SourcePieces, first_pieces
+from seqtasks.parsing.scores import Parsed, ParseScores, sentence_f1
 from seqtasks.parsing.trees import to_line
 from seqtasks.parsing.vocabulary import SPECIALS, ParsingVocabulary
 from seqtasks.search import Hypothesis
@@ -45,6 +48,7 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
     Scores = ParseScores
     entry = TASK
     stored_keys, stored_as = ("vocabulary",), "vocabularies"
+    rewards = ("f1",)
 
     def __init__(
         self,
@@ -98,6 +102,20 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
     def data_entries(cls, datamodule: Any) -> dict[str, Any]:
         return {"vocabulary": datamodule.vocabulary.as_dict()}
 
+    @classmethod
+    def source_tokenizer(cls, datamodule: Any) -> bytes | None:
+        return datamodule.vocabulary.tokenizer_proto
+
+    # ---- pieces read, words parsed ----------------------------------------------------------
+    def encode_source(self, src: Tensor, src_mask: Tensor) -> Memory:
+        """The encoder's memory; over a tokeniser's pieces, one annotation per word (its first
+        piece's) and the EOS, so the decoder, the constraint and the trees see words."""
+        memory = self.encoder(src, src_mask)
+        source = self.vocabulary.source if self.vocabulary is not None else None
+        if not isinstance(source, SourcePieces):
+            return memory
+        return first_pieces(memory, source.starts.to(src.device)[src])
+
     # ---- decoding: only well-formed trees over the input words --------------------------
     def search_constraint(self, memory: Memory) -> BracketConstraint | None:
         if not self.constrained:
@@ -115,6 +133,15 @@ class ParsingTask(StoredEntries, EncoderDecoderTask):
             for i, (loss, tokens), sequence, gold in zip(
                 batch.index, losses, written, batch.tgt_text
             )
+        ]
+
+    def sequence_rewards(
+        self, reward: str, batch: Batch, outputs: list[Hypothesis], k: int
+    ) -> list[float]:
+        """Each output's EVALB F1 against its gold tree, in [0, 1] (`sentence_f1`)."""
+        pieces = self.vocabulary.target.pieces
+        return [
+            sentence_f1(batch.tgt_text[i // k], pieces(h.tokens)) for i, h in enumerate(outputs)
         ]
 
     def reported(self, scores: dict[str, float]) -> dict[str, float]:

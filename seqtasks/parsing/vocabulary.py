@@ -1,12 +1,14 @@
 """Parsing's two vocabularies: source words (with unknown-word classes) and target tokens.
 
-The source vocabulary is word level, not subword: the decoder writes one preterminal per input
-word, so attention that moves one annotation per word is what the output needs, and the
-constraint counts words. Words seen fewer than `min_count` times in training are read as an
-unknown-word class from their shape and suffix (as the Berkeley parser's signatures, Petrov et
-al. 2006), and during training a word seen c times is read as its class with probability
-α / (α + c) (word dropout, Kiperwasser & Goldberg 2016), so the classes are learnt from real
-contexts and carry what the model knows about unseen words.
+The source vocabulary is word level: the decoder writes one preterminal per input word, so
+attention that moves one annotation per word is what the output needs, and the constraint
+counts words. Words seen fewer than `min_count` times in training are read as an unknown-word
+class from their shape and suffix (as the Berkeley parser's signatures, Petrov et al. 2006),
+and during training a word seen c times is read as its class with probability α / (α + c)
+(word dropout, Kiperwasser & Goldberg 2016), so the classes are learnt from real contexts and
+carry what the model knows about unseen words. A parser fine-tuned from a pre-trained encoder
+reads that encoder's tokeniser's pieces instead, and keeps one annotation per word all the same
+(`seqtasks.parsing.pieces`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from nltk import Tree
 
 from seqtasks.data.tokenizer import UNK_ID
 from seqtasks.parsing.linearisation import linearise
+from seqtasks.parsing.pieces import BOUNDARY, SourcePieces, as_text, from_text
 from seqtasks.parsing.trees import read_trees
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]  # at PAD_ID, UNK_ID, BOS_ID, EOS_ID
@@ -118,32 +121,65 @@ class ParsingVocabulary:
         tokens: the target token of each id: SPECIALS, then brackets and preterminals.
         tags: preterminals are POS tags instead of `XX`.
         reverse: the words are fed in reverse order (Vinyals et al. 2015).
+        source_tokenizer: the sentencepiece model (base64) the words are read with instead
+            of `words`, which then lists its pieces (`SourcePieces`); None: words.
     """
 
     words: list[str]
     tokens: list[str]
     tags: bool
     reverse: bool
+    source_tokenizer: str | None = None
 
     def __post_init__(self):
-        self.source = SourceWords(self.words, self.reverse)
+        if self.source_tokenizer is None:
+            self.source = SourceWords(self.words, self.reverse)
+        elif self.reverse:
+            raise ValueError("a parser that reads pieces reads them in order, not reversed")
+        else:
+            self.source = SourcePieces(from_text(self.source_tokenizer))
         self.target = TreeTokens(self.tokens, self.tags)
+
+    @property
+    def tokenizer_proto(self) -> bytes | None:
+        """The source tokeniser's sentencepiece model (None: the source is words)."""
+        return self.source.tokenizer.proto if isinstance(self.source, SourcePieces) else None
+
+    @property
+    def known_words(self) -> list[str]:
+        """The words the source knows whole (for the abbreviations that do not end a
+        sentence: `PTBTokenizer`): its words, or the pieces that are a word."""
+        if isinstance(self.source, SourcePieces):
+            return [p[len(BOUNDARY) :] for p in self.words if p.startswith(BOUNDARY)]
+        return self.words
 
     @classmethod
     def build(
-        cls, trees: Sequence[Tree], tags: bool, reverse: bool, min_count: int
+        cls,
+        trees: Sequence[Tree],
+        tags: bool,
+        reverse: bool,
+        min_count: int,
+        tokenizer: bytes | None = None,
     ) -> ParsingVocabulary:
         """From training trees: words seen at least `min_count` times, the classes of all
-        training words, and every target token."""
+        training words (or, with a sentencepiece `tokenizer`, its pieces), and every target
+        token."""
+        tokens = SPECIALS + sorted({t for tree in trees for t in linearise(tree, tags)})
+        if tokenizer is not None:
+            return cls(SourcePieces(tokenizer).tokens, tokens, tags, reverse, as_text(tokenizer))
         counts = Counter(w for tree in trees for w in tree.leaves())
         frequent = sorted(w for w, c in counts.items() if c >= min_count)
         classes = sorted({unknown_word_class(w) for w in counts})
-        tokens = sorted({t for tree in trees for t in linearise(tree, tags)})
-        return cls(SPECIALS + frequent + classes, SPECIALS + tokens, tags, reverse)
+        return cls(SPECIALS + frequent + classes, tokens, tags, reverse)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain lists and flags, as stored in checkpoints."""
-        return asdict(self)
+        """Plain lists and flags, as stored in checkpoints (a word vocabulary without the
+        `source_tokenizer` key, as before it existed)."""
+        stored = asdict(self)
+        if self.source_tokenizer is None:
+            del stored["source_tokenizer"]
+        return stored
 
     @classmethod
     def from_dict(cls, stored: dict[str, Any]) -> ParsingVocabulary:

@@ -17,8 +17,10 @@ from seqtasks.encoders.base import Encoder, Inputs
 from seqtasks.layers.memory import Memory
 from seqtasks.metrics.records import RecordMetric
 from seqtasks.search import Constraint, Hypothesis, SearchSettings, search
+from seqtasks.tasks.fine_tuning import FineTuning
 from seqtasks.tasks.objective import Objective
 from seqtasks.tasks.parts import build_part, check_decoder, check_encoder
+from seqtasks.tasks.self_critical import SelfCritical, self_critical_step
 from seqtasks.training.checkpoint_hooks import CheckpointHooks
 from seqtasks.training.compiling import CompileMode, compile_parts
 from seqtasks.training.hooks import TrainingHooks
@@ -27,14 +29,15 @@ from seqtasks.training.positions import check_positions
 Losses = list[tuple[float, int]]  # per example: its objective summed over its tokens, and how many
 
 
-class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
+class EncoderDecoderTask(FineTuning, TrainingHooks, CheckpointHooks, L.LightningModule):
     """What every task shares; a subclass builds its parts with `build_parts`, turns decoded
     batches into its records (`evaluation_records`) and says how it scores them (`Scores`).
     The settings below are every task's (by keyword, in YAML as the task's own `init_args`);
     a task declares again only those whose default differs. What must hold in every fit (the
     loss watch, stopping, schedules, clipping): `TrainingHooks`; what its checkpoints hold and
     must fit: `CheckpointHooks`. The two share no state and each calls on to the next class's
-    hook, so neither depends on the other or on their order.
+    hook, so neither depends on the other or on their order; starting from another model's
+    weights: `FineTuning`.
 
     Args:
         label_smoothing, attention_penalty, entropy_weight, reward_scale: the `Objective`.
@@ -58,12 +61,17 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
             then fine-tuned. docs/pretraining.md.
         frozen_encoder_steps: the encoder is not trained for this many first steps.
         encoder_lr: the encoder's own learning rate (None: the optimiser's), scheduled alike.
+        pretrained_model: a trained model of this task and config whose weights a fresh fit
+            starts from (`tasks.pretrained`), as self-critical training does.
+        self_critical: train on the metric (`tasks.self_critical.SelfCritical`'s fields: reward,
+            samples, baseline, cross_entropy) instead of cross-entropy; None: cross-entropy.
     """
 
     encoder: Encoder
     decoder: Decoder
     reads: ClassVar[Inputs] = "tokens"  # what the task's batches give the encoder
     Scores: ClassVar[type[RecordMetric]]  # how a split is scored, from the task's records
+    rewards: ClassVar[tuple[str, ...]] = ()  # the metrics self-critical training can reward
 
     def __init__(
         self,
@@ -84,6 +92,8 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         pretrained_encoder: str | None = None,
         frozen_encoder_steps: int = 0,
         encoder_lr: float | None = None,
+        pretrained_model: str | None = None,
+        self_critical: dict[str, Any] | None = None,
     ):
         super().__init__()
         if frozen_encoder_steps < 0:
@@ -91,6 +101,10 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         self.torch_compile = torch_compile
         self.pretrained_encoder, self.encoder_lr = pretrained_encoder, encoder_lr
         self.frozen_encoder_steps = frozen_encoder_steps
+        self.pretrained_model = pretrained_model
+        self.self_critical = None
+        if self_critical is not None:
+            self.self_critical = SelfCritical.from_setting(self_critical, self.rewards)
         self.objective = Objective(label_smoothing, attention_penalty, entropy_weight, reward_scale)
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
@@ -132,56 +146,25 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         if trainer is not None and trainer.datamodule is not None:
             stage = trainer.state.fn.value  # "fit", "validate", …
             check_positions(self.encoder, self.decoder, trainer.datamodule, stage)
-        if trainer is not None and self.pretrained_encoder and trainer.state.fn == "fit":
-            if trainer.ckpt_path is None:  # afresh: a resumed fit has the checkpoint's weights
-                self.start_from_pretrained(trainer.datamodule)
+        if trainer is not None and trainer.state.fn == "fit" and trainer.ckpt_path is None:
+            self.start_from_pretrained(trainer.datamodule)  # afresh: a resumed fit has its own
         if self.torch_compile and not getattr(self, "_compiled", False):
             compile_parts(self.encoder, self.decoder, mode=self.torch_compile)
             self._compiled = True
 
-    def start_from_pretrained(self, datamodule: Any) -> None:
-        """Load `pretrained_encoder`'s weights into the encoder, refusing one that does not fit
-        or reads with another source tokeniser than `datamodule`'s (`pretrained_weights`)."""
-        from seqtasks.tasks.pretrained import SETTING, PretrainedEncoderError, pretrained_weights
-
-        tokenizer = None  # a fit without a DataModule: nothing to compare with
-        if datamodule is not None:
-            tokenizer = self.data_entries(datamodule).get("src_tokenizer")
-            if tokenizer is None:
-                raise PretrainedEncoderError(
-                    f"{SETTING}: {type(datamodule).__name__} gives no source tokeniser that a "
-                    "pre-trained encoder could read with"
-                )
-        weights = pretrained_weights(self.pretrained_encoder, self.encoder, tokenizer)
-        self.encoder.load_state_dict(weights)
-
-    def parameter_groups(self) -> Any:
-        """All parameters; with `encoder_lr`, the encoder's in a group of that rate."""
-        if self.encoder_lr is None:
-            return self.parameters()
-        encoder = list(self.encoder.parameters())
-        mine = {id(p) for p in encoder}
-        rest = [p for p in self.parameters() if id(p) not in mine]  # a shared table: the encoder's
-        return [{"params": encoder, "lr": self.encoder_lr}, {"params": rest}]
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """Freeze the encoder for the first `frozen_encoder_steps` steps, then train it: those
-        of its parameters that train at all (a frozen image backbone stays frozen)."""
-        if self.frozen_encoder_steps:
-            if not hasattr(self, "_trainable"):  # as built, before the first step freezes them
-                self._trainable = [p for p in self.encoder.parameters() if p.requires_grad]
-            trained = self.global_step >= self.frozen_encoder_steps
-            for parameter in self._trainable:
-                parameter.requires_grad_(trained)
-        super().on_train_batch_start(batch, batch_idx)
-
     # ---- training ---------------------------------------------------------------------------
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> DecoderOutput:
-        return self.decoder(self.encoder(src, src_mask), tgt_in)
+        return self.decoder(self.encode_source(src, src_mask), tgt_in)
+
+    def encode_source(self, src: Tensor, src_mask: Tensor) -> Memory:
+        """Source tokens (B, S) as the `Memory` the decoder reads: the encoder's (a task whose
+        decoder reads other positions than the encoder's overrides it, as the parser reading
+        pieces keeps one per word)."""
+        return self.encoder(src, src_mask)
 
     def encode(self, batch: Any) -> Memory:
         """The batch's inputs as `Memory` (a task whose batches hold other inputs overrides it)."""
-        return self.encoder(batch.src, batch.src_mask)
+        return self.encode_source(batch.src, batch.src_mask)
 
     def teacher_forced(self, batch: Any) -> tuple[Memory, DecoderOutput]:
         """The batch encoded, and the decoder's teacher-forced pass over it, with attention
@@ -197,11 +180,25 @@ class EncoderDecoderTask(TrainingHooks, CheckpointHooks, L.LightningModule):
         return self.objective.per_token(output, targets, source_mask)
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
-        memory, output = self.teacher_forced(batch)
-        loss = self.loss(output, batch.tgt_out, memory.mask)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
+        settings, size, loss = self.self_critical, len(batch), 0.0
+        if settings is None or settings.cross_entropy:
+            memory, output = self.teacher_forced(batch)
+            loss = self.loss(output, batch.tgt_out, memory.mask)
+        if settings is not None:  # on the metric (`tasks.self_critical`)
+            step = self_critical_step(self, batch, settings)
+            logged = {"reward": step.reward, "baseline": step.baseline, "better": step.better}
+            self.log_dict({f"train/{k}": v for k, v in logged.items()}, batch_size=size)
+            loss = step.loss + settings.cross_entropy * loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
         self.watch_loss(loss, batch_idx)
         return loss
+
+    def sequence_rewards(
+        self, reward: str, batch: Any, outputs: list[Hypothesis], k: int
+    ) -> list[float]:
+        """The `reward` (one of `rewards`) of each output, `k` adjacent outputs per example of
+        `batch` (`tasks.self_critical`)."""
+        raise NotImplementedError(f"{type(self).__name__} rewards nothing")
 
     # ---- evaluation: a record per example, scored once per split ----------------------------
     def evaluation_records(

@@ -139,7 +139,7 @@ class Model:
         def search_batch(chunk: Sequence[int]) -> None:
             rows = [todo[j] for j in chunk]
             src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)  # (B, S)
-            memory = task.encoder(src, src != PAD_ID)
+            memory = task.encode_source(src, src != PAD_ID)
             constraint = task.search_constraint(memory)
             found = search(task.decoder, memory, settings, constraint, attention)
             for i, nbest in zip(rows, found, strict=True):

@@ -37,6 +37,7 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
     Scores = TranslationScores
     entry = TASK
     stored_keys, stored_as = ("src_tokenizer", "tgt_tokenizer"), "tokenisers"
+    rewards = ("bleu", "chrf")
 
     def __init__(
         self,
@@ -112,6 +113,19 @@ class TranslationTask(StoredEntries, EncoderDecoderTask):
             for i, (loss, tokens), source, text, reference in zip(
                 batch.index, losses, batch.src_text, texts, batch.tgt_text
             )
+        ]
+
+    def sequence_rewards(
+        self, reward: str, batch: Batch, outputs: list[Hypothesis], k: int
+    ) -> list[float]:
+        """Sentence-level sacreBLEU (with its effective order, so a short output scores) or
+        chrF of each output against its reference, in [0, 1]."""
+        import sacrebleu
+
+        score = sacrebleu.sentence_bleu if reward == "bleu" else sacrebleu.sentence_chrf
+        return [
+            score(self.tgt_tokenizer.decode(h.tokens), [batch.tgt_text[i // k]]).score / 100
+            for i, h in enumerate(outputs)
         ]
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[tuple[int, str]]:

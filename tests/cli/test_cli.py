@@ -79,7 +79,10 @@ def data_overrides(
         return ["--data.init_args.data_dir", str(multi30k_dir), *SMALL_BATCHES]
     if issubclass(cls, ParsingData):
         ptb = ptb or prepare_ptb(tmp_path / "ptb")
-        return ["--data.init_args.data_dir", str(ptb), *SMALL_BATCHES]
+        init = yaml.safe_load(config.read_text())["data"].get("init_args") or {}
+        pieces = init.get("source_tokenizer") and str(multi30k_dir / "spm.en.model")
+        tokenizer = [f"--data.init_args.source_tokenizer={pieces}"] if pieces else []
+        return ["--data.init_args.data_dir", str(ptb), *tokenizer, *SMALL_BATCHES]
     if issubclass(cls, ShapesData):  # generates a small world into data_dir
         sizes = ["--data.init_args.counts", "{train: 8, val: 8, test: 8, holdout: 8}"]
         return ["--data.init_args.data_dir", str(tmp_path / "shapes"), *sizes]
@@ -134,6 +137,11 @@ def test_config_fast_dev_run(config, multi30k_dir, tmp_path, request, monkeypatc
     would cost about 6 s each."""
     trainer = yaml.safe_load(config.read_text()).get("trainer", {})
     on_cpu = trainer.get("accelerator") == "gpu" and not torch.cuda.is_available()
+    # weights to start from are tested where they are made (tests/parsing/test_pieces.py,
+    # tests/tasks/test_self_critical.py): here the config's model starts afresh
+    model = yaml.safe_load(config.read_text())["model"].get("init_args") or {}
+    afresh = [f"--model.init_args.{k}=null" for k in ("pretrained_encoder", "pretrained_model")
+              if model.get(k) is not None]  # fmt: skip
     ptb = (
         request.getfixturevalue("ptb_dir") if issubclass(data_class(config), ParsingData) else None
     )
@@ -149,6 +157,7 @@ def test_config_fast_dev_run(config, multi30k_dir, tmp_path, request, monkeypatc
             str(tmp_path / "run"),
             *data_overrides(config, multi30k_dir, tmp_path, ptb),
             *(["--trainer.accelerator", "cpu"] if on_cpu else []),
+            *afresh,
         ]
     )
 
