@@ -879,7 +879,7 @@ MUTANTS = [
     Mutant(
         "a parse sentence longer than a Transformer encoder reads handed to the model",
         "Parser.parse",
-        "            if self.max_words is not None and len(tokens) > self.max_words:",
+        "            if self.max_words is not None and len(ids) > self.max_words:",
         "            if False:",
         (
             "test_api.py::"

@@ -1501,7 +1501,9 @@ def test_the_key_guards_every_route_but_the_page(server):
         ("/no-such-route", None),
     ]
     for path, body in asked:
-        for key in (None, "wrong", KEY[:-1], KEY + " "):
+        # a longer key, not KEY + " ": HTTP drops a header value's trailing white space (RFC
+        # 9110 §5.5) before the app sees it, as uvicorn 0.55 with httptools does
+        for key in (None, "wrong", KEY[:-1], KEY + "x"):
             status, answer = call(server.url + path, body, key=key)
             assert status == 401, (path, key, answer)
             assert "API key" in answer["detail"] or "X-API-Key" in answer["detail"]
