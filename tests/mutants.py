@@ -2440,7 +2440,7 @@ MUTANTS = [
     Mutant(
         "the EOS not kept by the pooling over pieces (the decoder loses its end)",
         "SourcePieces.__init__",
-        "        starts[EOS_ID] = True\n",
+        "        self.word_starts[EOS_ID] = True\n",
         "",
         ("test_pieces.py::test_each_word_reads_as_its_own_pieces_and_its_first_marks_the_word",),
     ),
@@ -2513,6 +2513,34 @@ MUTANTS = [
         "self.load_state_dict(pretrained_model_weights(self.pretrained_model, self, entries))",
         "pretrained_model_weights(self.pretrained_model, self, entries)",
         ("test_self_critical.py::test_a_self_critical_fit_starts_from_the_whole_trained_model",),
+    ),
+    Mutant(
+        "a word whose pieces do not start with the word boundary taken (its position lost)",
+        "SourcePieces.encode_words",
+        "if not starts or not starts[0] or any(starts[1:]):",
+        "if not starts:",
+        ("test_pieces.py::test_a_word_whose_pieces_lose_its_start_is_refused_by_name",),
+    ),
+    Mutant(
+        "word dropout over pieces taken silently (it has no unknown-word classes to drop to)",
+        "ParsingData.__init__",
+        "if source_tokenizer is not None and word_dropout > 0:",
+        "if False:",
+        ("test_pieces.py::test_settings_that_pieces_cannot_keep_are_refused[word_dropout]",),
+    ),
+    Mutant(
+        "translation rewarding chrF when asked for BLEU",
+        "TranslationTask.sequence_rewards",
+        'sacrebleu.sentence_bleu if reward == "bleu" else sacrebleu.sentence_chrf',
+        "sacrebleu.sentence_chrf",
+        ("test_self_critical.py::test_each_task_rewards_its_own_metric",),
+    ),
+    Mutant(
+        "the server taking a key that only starts with its own",
+        "KeyCheck.__call__",
+        "if hmac.compare_digest(given, self.key):",
+        "if given.startswith(self.key):",
+        ("test_serve.py::test_the_key_guards_every_route_but_the_page",),
     ),
 ]
 

@@ -33,9 +33,9 @@ class SourcePieces:
     def __init__(self, proto: bytes):
         self.tokenizer = SentencePieceTokenizer(proto, name="the parser's source tokeniser")
         self.tokens = self.tokenizer.pieces(range(self.tokenizer.vocab_size))
-        starts = [piece.startswith(BOUNDARY) for piece in self.tokens]
-        starts[EOS_ID] = True
-        self.starts = torch.tensor(starts)  # (V,) bool: the id begins a word (or is the EOS)
+        self.word_starts = [piece.startswith(BOUNDARY) for piece in self.tokens]
+        self.word_starts[EOS_ID] = True
+        self.starts = torch.tensor(self.word_starts)  # (V,) bool: the id begins a word, or EOS
 
     def encode_words(self, words: Sequence[str]) -> list[int]:
         """Each word's pieces in turn (no EOS).
@@ -48,7 +48,7 @@ class SourcePieces:
         ids = []
         for word in words:
             pieces = self.tokenizer.encode(word)
-            starts = [bool(self.starts[i]) for i in pieces]
+            starts = [self.word_starts[i] for i in pieces]
             if not starts or not starts[0] or any(starts[1:]):
                 raise ValueError(
                     f"the source tokeniser reads the word {word!r} as {self.pieces(pieces)}, "

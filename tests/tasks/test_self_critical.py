@@ -181,11 +181,16 @@ def test_training_on_a_reward_makes_its_outputs_likelier(toy_tokenizers, toy_bat
 def test_each_task_rewards_its_own_metric(toy_tokenizers, toy_batch, parsing):
     translator = translation_task(toy_tokenizers)
     reference = toy_batch.tgt_text[0]
-    own = [Hypothesis(translator.tgt_tokenizer.encode(reference), 0.0)]
+    shorter = " ".join(reference.split()[:-2])  # the reference less its last two words
+    outputs = [Hypothesis(translator.tgt_tokenizer.encode(t), 0.0) for t in (reference, shorter)]
+    scores = {}
     for reward, metric in (("bleu", sacrebleu.sentence_bleu), ("chrf", sacrebleu.sentence_chrf)):
-        (score,) = translator.sequence_rewards(reward, toy_batch, own, 1)
-        expected = metric(translator.tgt_tokenizer.decode(own[0].tokens), [reference]).score
-        assert score == pytest.approx(expected / 100) and score > 0.9
+        scores[reward] = translator.sequence_rewards(reward, toy_batch, outputs, 2)
+        texts = [translator.tgt_tokenizer.decode(h.tokens) for h in outputs]
+        expected = [metric(t, [reference]).score / 100 for t in texts]
+        assert scores[reward] == pytest.approx(expected)
+        assert scores[reward][0] > 0.9 > scores[reward][1]
+    assert scores["bleu"][1] != pytest.approx(scores["chrf"][1])  # two metrics, not one
     task, batch = parsing
     gold = read_trees(batch.tgt_text[0])[0]
     written = task.vocabulary.target.encode_tree(gold)
