@@ -66,6 +66,9 @@ class TaskEntry:
         command: its `seqtasks` subcommand for a trained model (translate, parse, …).
         evaluation: the module of `seqtasks evaluate NAME` (`add_arguments(parser)`,
             `evaluate(args) -> int`), None: none.
+        evaluations: further reports of the task's models, as (name, module) pairs that
+            `seqtasks evaluate NAME` runs as it runs `evaluation` (translation's word
+            alignments: `("alignment", ".alignment_evaluation")`).
         endpoint: its `seqtasks serve` endpoint class, None: not served.
         api: the names `seqtasks.NAME` gives from its model's module (that module's
             `__all__`: the model class and its result type), read without importing it.
@@ -81,6 +84,7 @@ class TaskEntry:
     data: tuple[str, ...] = ()
     command: Command | None = None
     evaluation: str | None = None
+    evaluations: tuple[tuple[str, str], ...] = ()
     endpoint: str | None = None
     api: tuple[str, ...] = ()
     formats: tuple[tuple[str, str], ...] = ()
@@ -104,10 +108,11 @@ class TaskEntry:
     def endpoint_class(self) -> Any:
         return None if self.endpoint is None else self.imported(self.endpoint)
 
-    def evaluation_module(self) -> Any:
-        return (
-            None if self.evaluation is None else importlib.import_module(self.path(self.evaluation))
-        )
+    def evaluation_modules(self) -> dict[str, str]:
+        """The name of each `seqtasks evaluate NAME` report of the task, and its module as
+        declared (`path` reads it): the task's own name for `evaluation`, then `evaluations`."""
+        own = {} if self.evaluation is None else {self.name: self.evaluation}
+        return own | dict(self.evaluations)
 
     def export_module(self, format: str) -> Any:
         """The module that writes this task's models `--to format`; None if it offers none."""
@@ -149,6 +154,7 @@ def declared(package: str) -> TaskEntry:
             ("data", entry.data, tuple),
             ("api", entry.api, tuple),
             ("formats", entry.formats, tuple),
+            ("evaluations", entry.evaluations, tuple),
         )
         if not isinstance(value, kind) or (kind is str and not value)
     ]

@@ -1933,10 +1933,9 @@ MUTANTS = [
     ),
     Mutant(
         "an outside task's evaluation that fails to import ending every seqtasks evaluate",
-        "parse_args",
-        "        except Exception as error:  "
-        "# an outside task's evaluation: the others still score",
-        "        except ZeroDivisionError as error:",
+        "evaluations",
+        "except Exception as error:  # an outside task's evaluation",
+        "except ZeroDivisionError as error:",
         (
             "test_registry.py::"
             "test_an_outside_task_takes_no_command_and_its_broken_parts_fail_alone",
@@ -2541,6 +2540,124 @@ MUTANTS = [
         "if hmac.compare_digest(given, self.key):",
         "if given.startswith(self.key):",
         ("test_serve.py::test_the_key_guards_every_route_but_the_page",),
+    ),
+    Mutant(
+        "the layer mix weighting by its raw weights, not their softmax",
+        "ScalarMix.forward",
+        "shares = torch.softmax(self.weights, dim=0)",
+        "shares = self.weights",
+        ("test_layer_mix.py::test_the_mix_is_elmos_equation",),
+    ),
+    Mutant(
+        "the layers mixed as they are, not layer-normalised first",
+        "ScalarMix.forward",
+        "s * F.layer_norm(h, h.shape[-1:])",
+        "s * h",
+        ("test_layer_mix.py::test_the_mix_is_elmos_equation",),
+    ),
+    Mutant(
+        "the layer mix without its scale γ",
+        "ScalarMix.forward",
+        "return self.scale * mixed",
+        "return mixed",
+        ("test_layer_mix.py::test_the_mix_is_elmos_equation",),
+    ),
+    Mutant(
+        "the Transformer's mix reading the top stream before the stack's final norm",
+        "TransformerEncoder.forward",
+        "states = self.layer_mix([*below, states])",
+        "states = self.layer_mix([*below, stream[0]])",
+        (
+            "test_layer_mix.py::test_each_share_of_the_transformers_mix_reads_the_layer_it_names[pre]",
+        ),
+    ),
+    Mutant(
+        "the BiRNN's token layer mixed as [x; 0], not ELMo's [x; x]",
+        "RNNEncoder.forward",
+        "layers = [torch.cat([x, x], dim=-1)] if mixing else []",
+        "layers = [torch.cat([x, torch.zeros_like(x)], dim=-1)] if mixing else []",
+        (
+            "test_layer_mix.py::test_the_birnns_mix_reads_the_token_layer_twice_over_and_every_layer",
+        ),
+    ),
+    Mutant(
+        "a BiRNN with one-way layers above given a mix of layers of two widths",
+        "RNNEncoder.__init__",
+        "if layer_mix and (both_ways < num_layers or embed_dim != hidden_size):",
+        "if layer_mix and embed_dim != hidden_size:",
+        ("test_layer_mix.py::test_a_birnn_whose_layers_differ_in_width_is_refused_a_mix[one_way]",),
+    ),
+    Mutant(
+        "a pre-trained encoder's own layer mix taken (it is its task's)",
+        "pretrained_weights",
+        "if k.startswith(PREFIX) and not own(k[len(PREFIX) :])",
+        "if k.startswith(PREFIX)",
+        ("test_layer_mix.py::test_a_pretrained_mix_is_its_own_tasks_and_is_not_taken",),
+    ),
+    Mutant(
+        "the layer mix frozen with the encoder",
+        "FineTuning.on_train_batch_start",
+        "self._trainable = [p for p in self.pretrained_parameters() if p.requires_grad]",
+        "self._trainable = [p for p in self.encoder.parameters() if p.requires_grad]",
+        (
+            "test_layer_mix.py::test_the_mix_trains_at_the_tasks_rate_and_while_the_encoder_is_frozen",
+        ),
+    ),
+    Mutant(
+        "the layer mix trained at the encoder's rate",
+        "FineTuning.parameter_groups",
+        "encoder = self.pretrained_parameters()",
+        "encoder = list(self.encoder.parameters())",
+        (
+            "test_layer_mix.py::test_the_mix_trains_at_the_tasks_rate_and_while_the_encoder_is_frozen",
+        ),
+    ),
+    Mutant(
+        "possible gold links counted as sure",
+        "read_links",
+        '(sure if found[2] == "-" else possible).add(link)',
+        "sure.add(link)",
+        (
+            "test_alignment.py::test_sure_and_possible_links_are_read_and_every_sure_link_is_possible",
+            "test_alignment.py::test_aer_precision_and_recall_of_a_corpus_as_worked_by_hand",
+        ),
+    ),
+    Mutant(
+        "subwords not summed into words: a word's first piece stands for it",
+        "_summing",
+        "counted = [(k, word) for k, word in enumerate(words) if word is not None]",
+        "counted = [(k, w) for k, w in enumerate(words) if w is not None and w not in words[:k]]",
+        ("test_alignment.py::test_a_words_pieces_are_summed_on_both_sides",),
+    ),
+    Mutant(
+        "a target word that attends most to the EOS linked to it",
+        "attention_links",
+        "return {(i, j) for j, i in enumerate(best) if i != eos}",
+        "return {(i, j) for j, i in enumerate(best)}",
+        (
+            "test_alignment.py::test_each_target_word_links_to_the_source_word_it_attends_to_most_but_the_eos",
+        ),
+    ),
+    Mutant(
+        "AER counting sure hits twice instead of sure and possible hits",
+        "score_alignments",
+        "aer=100 * (1 - (a_s + a_p) / (a + s)),",
+        "aer=100 * (1 - 2 * a_s / (a + s)),",
+        ("test_alignment.py::test_aer_precision_and_recall_of_a_corpus_as_worked_by_hand",),
+    ),
+    Mutant(
+        "forced attention a row late (the row that writes the EOS kept, the first dropped)",
+        "Model.forced_attention",
+        "results[i] = weights[row, : shape[0], : shape[1]].float().cpu()",
+        "results[i] = weights[row, 1 : shape[0] + 1, : shape[1]].float().cpu()",
+        ("test_alignment_command.py::test_the_attention_read_is_the_attention_written",),
+    ),
+    Mutant(
+        "a bare word mark counted as a target character",
+        "piece_positions",
+        "position += piece != WORD_START",
+        "position += 1",
+        ("test_alignment.py::test_a_character_models_positions_are_its_characters",),
     ),
 ]
 

@@ -187,6 +187,17 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_target_units_option(parser: argparse.ArgumentParser) -> None:
+    """`--target-units`: what a target position of an alignment is (`alignment.Units`)."""
+    parser.add_argument(
+        "--target-units",
+        choices=("words", "pieces"),
+        default="words",
+        help="the target positions of alignments: words (split at white space, the default) or "
+        "pieces (each subword its own: a character model's characters)",
+    )
+
+
 def add_model_option(parser: argparse.ArgumentParser) -> None:
     """`--checkpoint`, required: the model (several: an ensemble) a command runs."""
     parser.add_argument(

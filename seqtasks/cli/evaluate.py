@@ -28,10 +28,12 @@ that imports no torch at its top, so that `--help` answers at once:
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from seqtasks.cli.arguments import (
     CommandParser,
@@ -43,7 +45,7 @@ from seqtasks.cli.arguments import (
 )
 from seqtasks.cli.streams import require_stdout
 from seqtasks.model_files.peek import other_task
-from seqtasks.registry import TaskPackageWarning, left_out, tasks
+from seqtasks.registry import TaskEntry, TaskPackageWarning, left_out, tasks
 
 DEVICE = "cpu, cuda, cuda:1 … or auto (a GPU when one is visible)"
 JSON = "end with the report as one JSON object, on the last line"
@@ -59,21 +61,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
         description="Score trained models the way their field does.",
     )
     subparsers = parser.add_subparsers(dest="task", required=True)
-    modules = {}
-    for name, entry in tasks().items():
-        try:
-            module = entry.evaluation_module()
-        except Exception as error:  # an outside task's evaluation: the others still score
-            warnings.warn(
-                f"task package {entry.package}: its evaluation {entry.evaluation} left out: "
-                f"importing it raised {type(error).__name__}: {error}",
-                TaskPackageWarning,
-                stacklevel=2,
-            )
-            continue
-        if module is None:
-            continue
-        modules[name] = module
+    modules, task_names = {}, {}
+    for entry, name, module in evaluations():
+        modules[name], task_names[name] = module, entry.name
         task = subparsers.add_parser(
             name,
             help=module.HELP,
@@ -101,11 +91,34 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Callable[...
     module.check(args, task.error)
     check_outputs(task, module.outputs(args), module.inputs(args))
     models = args.checkpoint if isinstance(args.checkpoint, list) else [args.checkpoint]
-    refused = other_task([m for m in models if m is not None], args.task)
+    refused = other_task([m for m in models if m is not None], task_names[args.task])
     if refused is not None:  # before the report imports torch: at once
         print(f"error: {refused}", file=sys.stderr)
         raise SystemExit(2)
-    return args, tasks()[args.task].imported(module.RUN)
+    return args, tasks()[task_names[args.task]].imported(module.RUN)
+
+
+def evaluations() -> list[tuple[TaskEntry, str, ModuleType]]:
+    """Each report `seqtasks evaluate NAME` offers: its task, its name and its module
+    (`TaskEntry.evaluation_modules`). One whose module fails to import, or whose name another
+    task's report has, is left out with a warning naming its package; the others still score."""
+    found: dict[str, tuple[TaskEntry, str, ModuleType]] = {}
+    for entry in tasks().values():
+        for name, path in entry.evaluation_modules().items():
+            if name in found:
+                why = f"seqtasks evaluate {name} is the {found[name][0].name} task's"
+            else:
+                try:
+                    found[name] = (entry, name, importlib.import_module(entry.path(path)))
+                    continue
+                except Exception as error:  # an outside task's evaluation
+                    why = f"importing it raised {type(error).__name__}: {error}"
+            warnings.warn(
+                f"task package {entry.package}: its evaluation {path} left out: {why}",
+                TaskPackageWarning,
+                stacklevel=3,
+            )
+    return list(found.values())
 
 
 def main(argv: list[str] | None = None) -> int:

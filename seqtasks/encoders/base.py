@@ -29,3 +29,10 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     @abstractmethod
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
         raise NotImplementedError
+
+    def task_specific(self, key: str) -> bool:
+        """Whether the weight `key` (as `state_dict` names it) is the task's own rather than
+        part of what the encoder learned to read (ELMo's mix of its layers, `ScalarMix`): a
+        fine-tuning neither takes it from a pre-trained encoder nor gives it one, starts it
+        afresh, trains it while the rest of the encoder is frozen, and at the task's rate."""
+        return False

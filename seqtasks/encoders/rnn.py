@@ -12,6 +12,7 @@ from seqtasks.encoders.base import Encoder
 from seqtasks.layers.dropout import Dropout, dropout
 from seqtasks.layers.memory import Memory
 from seqtasks.layers.recurrent import recur
+from seqtasks.layers.scalar_mix import ScalarMix
 
 
 class RNNEncoder(Encoder):
@@ -44,6 +45,10 @@ class RNNEncoder(Encoder):
             None: no residuals). Dropout between layers falls on the RNN's input only, so the
             residual adds o^{k−1} as it was. A layer whose output is not as wide as its input
             (the first, or the first one-way layer) cannot take one.
+        layer_mix: the annotations are ELMo's mix of the token layer and every layer's output
+            (Peters et al. 2018, eq. 1, `ScalarMix`), with weights that are the task's own. As in
+            ELMo's biLM every layer must read both ways and the embeddings be `hidden_size`
+            wide, so that the token layer, [x_j; x_j], is as wide as the layers above.
 
     Each bidirectional layer runs its two directions as two one-direction passes over the padded
     batch: the forward pass reads the sequence as it is (the padding comes after every real
@@ -66,6 +71,7 @@ class RNNEncoder(Encoder):
         pad_id: int = 0,
         bidirectional_layers: int | None = None,
         residual_from: int | None = None,
+        layer_mix: bool = False,
     ):
         super().__init__()
         both_ways = num_layers if bidirectional_layers is None else bidirectional_layers
@@ -73,6 +79,12 @@ class RNNEncoder(Encoder):
             raise ValueError(
                 f"bidirectional_layers must be between 1 and num_layers ({num_layers}), "
                 f"got {bidirectional_layers}"
+            )
+        if layer_mix and (both_ways < num_layers or embed_dim != hidden_size):
+            raise ValueError(
+                "layer_mix mixes layers of one width, as ELMo's biLM: every layer bidirectional "
+                f"(bidirectional_layers {bidirectional_layers}, num_layers {num_layers}) and "
+                f"embed_dim equal to hidden_size ({embed_dim} and {hidden_size})"
             )
         _check_residuals(residual_from, embed_dim, hidden_size, num_layers, both_ways)
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
@@ -91,6 +103,7 @@ class RNNEncoder(Encoder):
         self.dropout = Dropout(dropout)
         self.num_layers, self.residual_from = num_layers, residual_from
         self.out_dim = hidden_size if self.upper is not None else 2 * hidden_size
+        self.layer_mix = ScalarMix(num_layers + 1) if layer_mix else None
 
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
         """(B, S) token ids and (B, S) mask -> Memory with states (B, S, D), summary (B, D).
@@ -102,6 +115,9 @@ class RNNEncoder(Encoder):
         # (its own inverse; padding stays in place).
         reverse = torch.where(mask, lengths[:, None] - 1 - positions, positions)  # (B, S)
         x = self.dropout(self.embedding(inputs))  # (B, S, E)
+        mixing = self.layer_mix is not None
+        # The token layer [x_j; x_j] and every layer's output, kept for the layer mix alone.
+        layers = [torch.cat([x, x], dim=-1)] if mixing else []
         both_ways = self.rnn.num_layers
         for layer in range(self.num_layers):
             below = x
@@ -115,13 +131,19 @@ class RNNEncoder(Encoder):
                 x = self._run(self.upper, x, layer - both_ways, "")  # (B, S, H)
             if self.residual_from is not None and layer + 1 >= self.residual_from:
                 x = x + below
-        states = x * mask[:, :, None]
+            if mixing:
+                layers.append(x)
+        states = (self.layer_mix(layers) if mixing else x) * mask[:, :, None]
         last = (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, x.size(-1))
         summary = x.gather(1, last)[:, 0]  # (B, D): the top layer at the last real token
         if self.upper is None:  # [→h_S; ←h_1]
             half = self.rnn.hidden_size
             summary = torch.cat([summary[:, :half], x[:, 0, half:]], dim=-1)
         return Memory(states=self.dropout(states), mask=mask, summary=summary)
+
+    def task_specific(self, key: str) -> bool:
+        """The layer mix's weights are the task's."""
+        return key.startswith("layer_mix.")
 
     def _run(self, rnn: nn.LSTM | nn.GRU, x: Tensor, layer: int, suffix: str) -> Tensor:
         """One direction of one layer of `rnn` over (B, S, D) inputs, with that direction's

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from seqtasks.encoders.base import Encoder
 from seqtasks.layers.memory import Memory
+from seqtasks.layers.scalar_mix import ScalarMix
 from seqtasks.layers.transformer import (
     FeedForward,
     Residual,
@@ -43,12 +44,16 @@ class TransformerEncoder(Encoder):
 
     Args:
         vocab_size: source vocabulary size V (given by the task, from the data).
+        layer_mix: the annotations are ELMo's mix of the embeddings and every layer's output
+            (`ScalarMix`; the top one as the stack ends it, after its final norm), with weights
+            that are the task's own, so that a task reads all the layers of a pre-trained
+            encoder (docs/pretraining.md); false: the top layer's, as the paper.
         **settings: the rest `TransformerSettings`', by keyword: d_model, num_heads, num_layers,
             ff_dim, dropout, attention_dropout, norm, positions, max_positions, pad_id,
             self_attention, activation_checkpointing
     """
 
-    def __init__(self, vocab_size: int, **settings: Any):
+    def __init__(self, vocab_size: int, layer_mix: bool = False, **settings: Any):
         super().__init__()
         s = TransformerSettings(**settings)
         self.embeddings = s.embeddings(vocab_size)
@@ -57,6 +62,7 @@ class TransformerEncoder(Encoder):
         self.out_dim = s.d_model
         self.max_positions = s.max_positions
         self.activation_checkpointing = s.activation_checkpointing
+        self.layer_mix = ScalarMix(s.num_layers + 1) if layer_mix else None
         init_linear_layers(self.layers)
 
     @property
@@ -67,10 +73,20 @@ class TransformerEncoder(Encoder):
     def forward(self, inputs: Tensor, mask: Tensor) -> Memory:
         """(B, S) ids and (B, S) mask -> Memory with states (B, S, D), summary (B, D)."""
         stream = self.stack.begin(self.embeddings(inputs))
+        mixing = self.layer_mix is not None
+        below = []  # each layer's input, h_0 … h_{L−1}, kept for the layer mix alone
         recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for layer in self.layers:
+            if mixing:
+                below.append(stream[0])
             stream = recomputed(layer, recompute)(stream, mask)
         states = self.stack.end(stream)
+        if mixing:
+            states = self.layer_mix([*below, states])
         weights = mask[:, :, None].to(states.dtype)
         summary = (states * weights).sum(1) / weights.sum(1).clamp(min=1)
         return Memory(states=states, mask=mask, summary=summary)
+
+    def task_specific(self, key: str) -> bool:
+        """The layer mix's weights are the task's."""
+        return key.startswith("layer_mix.")

@@ -26,9 +26,10 @@ PERCENTAGES = frozenset(
         "attention_hits",
     }
 )
-# Corpus scores on sacreBLEU's, CIDEr-D's (× 100) and EVALB's 0–100 scales.
+# Corpus scores on sacreBLEU's, CIDEr-D's (× 100), EVALB's and alignment error rate's 0–100
+# scales.
 POINTS = frozenset(
-    {"bleu", "chrf", "bleu1", "bleu4", "cider", "meteor", "f1", "recall", "precision"}
+    {"bleu", "chrf", "bleu1", "bleu4", "cider", "meteor", "f1", "recall", "precision", "aer"}
 )
 
 JSON_DECIMALS = 6

@@ -52,21 +52,28 @@ class FineTuning:
         otherwise), which a pre-trained encoder must share."""
         return cls.data_entries(datamodule).get("src_tokenizer")
 
+    def pretrained_parameters(self) -> list[Any]:
+        """The encoder's parameters that a pre-trained encoder gives, not the task's own
+        (`Encoder.task_specific`: an ELMo layer mix, which trains with the rest of the task)."""
+        named = self.encoder.named_parameters()
+        return [p for name, p in named if not self.encoder.task_specific(name)]
+
     def parameter_groups(self) -> Any:
         """All parameters; with `encoder_lr`, the encoder's in a group of that rate."""
         if self.encoder_lr is None:
             return self.parameters()
-        encoder = list(self.encoder.parameters())
+        encoder = self.pretrained_parameters()
         mine = {id(p) for p in encoder}
         rest = [p for p in self.parameters() if id(p) not in mine]  # a shared table: the encoder's
         return [{"params": encoder, "lr": self.encoder_lr}, {"params": rest}]
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         """Freeze the encoder for the first `frozen_encoder_steps` steps, then train it: those
-        of its parameters that train at all (a frozen image backbone stays frozen)."""
+        of its parameters that train at all (a frozen image backbone stays frozen), but for the
+        task's own, which train throughout (ELMo's layer mix over a frozen biLM)."""
         if self.frozen_encoder_steps:
             if not hasattr(self, "_trainable"):  # as built, before the first step freezes them
-                self._trainable = [p for p in self.encoder.parameters() if p.requires_grad]
+                self._trainable = [p for p in self.pretrained_parameters() if p.requires_grad]
             trained = self.global_step >= self.frozen_encoder_steps
             for parameter in self._trainable:
                 parameter.requires_grad_(trained)

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
+from torch import Tensor
 
 from seqtasks.data.batch import pad
 from seqtasks.data.batching import TokenBucketSampler
-from seqtasks.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from seqtasks.search import Hypothesis, SearchSettings, run_batches, search
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
 from seqtasks.tasks.base import EncoderDecoderTask
@@ -148,6 +149,31 @@ class Model:
         lengths = [len(sources[i]) + 1 for i in todo]
         batches = TokenBucketSampler(lengths, budget, shuffle=False).batches
         run_batches(search_batch, batches, workers, self.device.type)
+        return results
+
+    def forced_attention(
+        self, sources: Sequence[list[int]], targets: Sequence[list[int]], max_tokens: int = 2000
+    ) -> list[Tensor]:
+        """Per pair of source and target token ids (without EOS), the decoder's attention while
+        it reads the target by teacher forcing, as it would while writing it: (len(target),
+        len(source) + 1) over the source and its EOS, a row per target token (the row that
+        would write the EOS left out). In length-sorted batches of about `max_tokens` padded
+        tokens of source and target. ValueError if the decoder has no attention."""
+        self.require_attention()
+        results = [torch.zeros(len(t), len(s) + 1) for s, t in zip(sources, targets, strict=True)]
+        todo = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and t]
+        lengths = [len(sources[i]) + len(targets[i]) + 2 for i in todo]
+        task = self.task
+        with torch.inference_mode():
+            for chunk in TokenBucketSampler(lengths, max_tokens, shuffle=False).batches:
+                rows = [todo[j] for j in chunk]
+                src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)
+                tgt_in = pad([[BOS_ID, *targets[i]] for i in rows]).to(self.device)
+                memory = task.encode_source(src, src != PAD_ID)
+                weights = task.decoder(memory, tgt_in, need_attention=True).attention
+                for row, i in enumerate(rows):
+                    shape = len(targets[i]), len(sources[i]) + 1
+                    results[i] = weights[row, : shape[0], : shape[1]].float().cpu()
         return results
 
     def source_limit(self, max_length: int) -> int:

@@ -44,7 +44,8 @@ def encoder_class(spec: Mapping[str, Any]) -> str | None:
 def pretrained_weights(
     reference: str | Path, encoder: nn.Module, tokenizer: bytes | None
 ) -> dict[str, Tensor]:
-    """The encoder weights `reference` holds, as `encoder.load_state_dict` takes them.
+    """The encoder weights `reference` holds, as `encoder.load_state_dict` takes them, with
+    `encoder`'s own for the weights that are the task's (`Encoder.task_specific`).
 
     Raises:
         PretrainedEncoderError: naming `SETTING`, the model and both sides, for a model that
@@ -66,8 +67,16 @@ def pretrained_weights(
             f"{said}: its encoder is a {theirs.rsplit('.', 1)[-1]}, the config's a "
             f"{type(encoder).__name__}"
         )
-    weights = {k[len(PREFIX) :]: v for k, v in source.weights().items() if k.startswith(PREFIX)}
-    difference = shape_difference(weights, encoder.state_dict())
+    # The weights of the task each side serves (an ELMo layer mix) are neither taken nor
+    # asked for: the config's start afresh (`Encoder.task_specific`).
+    own = encoder.task_specific
+    mine = {k: v for k, v in encoder.state_dict().items() if not own(k)}
+    weights = {
+        k[len(PREFIX) :]: v
+        for k, v in source.weights().items()
+        if k.startswith(PREFIX) and not own(k[len(PREFIX) :])
+    }
+    difference = shape_difference(weights, mine)
     if difference is not None:
         raise PretrainedEncoderError(f"{said}: {difference}")
     if tokenizer is not None:
@@ -86,7 +95,8 @@ def pretrained_weights(
                 f"{said} reads with another tokeniser than the data ({found}): prepare the data "
                 "with the pre-trained model's"
             )
-    return weights
+    fresh = {k: v for k, v in encoder.state_dict().items() if own(k)}
+    return {**weights, **fresh}
 
 
 def pretrained_model_weights(

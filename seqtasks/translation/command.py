@@ -4,13 +4,16 @@
     seqtasks translate --checkpoint best.ckpt --input news.de --output news.en --beam 5
     seqtasks translate --checkpoint best.ckpt --n-best 3 < in.txt   # i ||| text ||| score
     seqtasks translate --checkpoint best.ckpt --attention-plots plots/ < in.txt
+    seqtasks translate --checkpoint best.ckpt --alignments out.align < in.txt  # Pharaoh i-j
     seqtasks translate --checkpoint a.ckpt b.ckpt c.ckpt < in.txt   # an ensemble
 
 The model is loaded once and the input translated in length-sorted batches; the output keeps
 the input's line count and order (an empty line gives an empty line). An --output file is
 written to a temporary name and renamed when complete. Several checkpoints decode as one
 ensemble (their log-probabilities averaged at every step; `seqtasks.load`). The search
-settings are the checkpoint's own but for the options given.
+settings are the checkpoint's own but for the options given. --alignments writes each line's
+word alignment of its (best) translation from the attention that wrote it, in the Pharaoh
+format (`i-j`: source word i, target word j, from 0; `seqtasks evaluate alignment` scores them).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from seqtasks.cli.arguments import (
     CommandParser,
@@ -25,6 +29,7 @@ from seqtasks.cli.arguments import (
     add_max_tokens_option,
     add_model_option,
     add_search_options,
+    add_target_units_option,
     check_outputs,
     given,
     positive_int,
@@ -47,6 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--n-best", type=positive_int, help="K hypotheses per line, at most the beam (default: 1)"
     )
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
+    parser.add_argument(
+        "--alignments",
+        type=Path,
+        help="write each line's word alignment to its translation here (Pharaoh i-j, a line each)",
+    )
+    add_target_units_option(parser)
     add_max_tokens_option(parser)
     parser.add_argument(
         "--max-length",
@@ -59,7 +70,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")
     check_outputs(
         parser,
-        {"--output": args.output, "--attention-plots": args.attention_plots},
+        {
+            "--output": args.output,
+            "--attention-plots": args.attention_plots,
+            "--alignments": args.alignments,
+        },
         {"--input": args.input, "--checkpoint": args.checkpoint},
         folders={"--attention-plots"},
     )
@@ -74,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None:
         require_stdout()
     search = given(beam=args.beam, n_best=args.n_best, stop=args.stop, max_length=args.max_length)
-    figures = "--attention-plots" if args.attention_plots else None
+    asked = [name for name in ("attention_plots", "alignments") if getattr(args, name)]
+    figures = "--" + asked[0].replace("_", "-") if asked else None
     try:
         lines = read_lines(args.input) if args.input else read_stdin_lines()
         model, settings = load_model(args.checkpoint, args.device, "translation", search, figures)
@@ -83,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n_best = settings.n_best
 
-    results = model.translate(
-        lines, max_tokens=args.max_tokens, attention=args.attention_plots is not None, **search
-    )
+    results = model.translate(lines, max_tokens=args.max_tokens, attention=bool(asked), **search)
     if n_best == 1:
         out = [best.text for best in results]
     else:
@@ -100,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         write_stdout(text)
 
+    if args.alignments:
+        write_atomic(args.alignments, alignments(model, lines, results, args))
     if args.attention_plots:
         from seqtasks.io.plots import plot_attention  # matplotlib: only for plots
 
@@ -115,3 +131,19 @@ def main(argv: list[str] | None = None) -> int:
                 title=f"{line.strip()} → {best.text}",
             )
     return 0
+
+
+def alignments(model: Any, lines: list[str], results: list[Any], args: argparse.Namespace) -> str:
+    """The Pharaoh lines of each line's best translation, by the attention that wrote it
+    (`alignment.attention_links`, in `--target-units`); an empty line or translation aligns
+    nothing."""
+    from seqtasks.translation.alignment import attention_links, write_links
+
+    out = []
+    for line, best in zip(lines, results, strict=True):
+        links: set = set()
+        if best.attention is not None:
+            source = model.source_pieces(line, **given(max_length=args.max_length))[:-1]  # no EOS
+            links = attention_links(best.attention, source, best.tokens, args.target_units)
+        out.append(write_links(links) + "\n")
+    return "".join(out)

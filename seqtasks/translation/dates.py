@@ -93,9 +93,34 @@ def generate(n: int, seed: int) -> list[tuple[str, str]]:
     return pairs
 
 
+def gold_alignment(spelled: str, iso: str) -> str:
+    """The true alignment of a spelled date's words to its ISO date's characters, as a
+    Pharaoh line of gold links (`seqtasks evaluate alignment --target-units pieces`): each
+    digit of the year, month and day sure to the word that spells that field (in `d.m.y`, the
+    one word), the day's digits possible to the "the" and "of" around an ordinal, and each
+    hyphen possible to every word (it is the format's, no word's)."""
+    year, month, day = (int(field) for field in iso.split("-"))
+    spellings = {
+        (0, 1, 2, 3): {str(year)},
+        (5, 6): {MONTHS[month - 1], MONTHS[month - 1][:3]},
+        (8, 9): {str(day), ordinal_words(day), ordinal_suffix(day)},
+    }
+    links = []
+    for i, word in enumerate(spelled.split()):
+        token = word.strip(",")
+        for characters, names in spellings.items():
+            if token in names or token.count(".") == 2:  # d.m.y spells every field
+                links += [f"{i}-{j}" for j in characters]
+        if word in ("the", "of"):
+            links += [f"{i}?{j}" for j in (8, 9)]
+        links += [f"{i}?{j}" for j in (4, 7)]
+    return " ".join(links)
+
+
 def write_dates(out: Path, train: int = 20000, val: int = 500, test: int = 1000, seed: int = 0):
-    """Write train/val/test `.text`/`.iso` files and character-level sentencepiece models,
-    saying so on stderr (`Preparation`)."""
+    """Write train/val/test `.text`/`.iso` files, the true word alignments of val and test
+    (`.align`, `gold_alignment`) and character-level sentencepiece models, saying so on stderr
+    (`Preparation`)."""
     out.mkdir(parents=True, exist_ok=True)
     splits = {"train": train, "val": val, "test": test}
     start = f"generating {sum(splits.values()):,} pairs and their sentencepiece models in {out}"
@@ -104,6 +129,9 @@ def write_dates(out: Path, train: int = 20000, val: int = 500, test: int = 1000,
         for name, pairs in corpus.items():
             for side, lang in enumerate(("text", "iso")):
                 write_atomic(out / f"{name}.{lang}", "".join(p[side] + "\n" for p in pairs))
+            if name != "train":
+                gold = "".join(gold_alignment(*pair) + "\n" for pair in pairs)
+                write_atomic(out / f"{name}.align", gold)
         for side, lang in enumerate(("text", "iso")):
             tokenizer = train_sentencepiece((p[side] for p in corpus["train"]), 100, "char")
             write_atomic(out / f"spm.{lang}.model", tokenizer.proto)

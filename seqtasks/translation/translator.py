@@ -16,10 +16,11 @@ from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
 from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
+from seqtasks.translation.alignment import Link, Units, attention_links, write_links
 from seqtasks.translation.data import encode_source
 from seqtasks.translation.task import TranslationTask
 
-__all__ = ["Translation", "Translator"]
+__all__ = ["Alignment", "Translation", "Translator"]
 
 
 @dataclass
@@ -33,6 +34,21 @@ class Translation:
     score: float
     attention: Tensor | None = field(default=None, repr=False)  # (len(tokens), source + EOS)
     alternatives: list[Translation] = field(default_factory=list)
+
+
+@dataclass
+class Alignment:
+    """One sentence pair's word alignment: the links (source word, target word), counted from
+    0 (`pharaoh` writes them as `i-j` pairs), and the pieces and attention they come from."""
+
+    links: list[Link]
+    source: list[str]  # subword pieces, without the EOS
+    target: list[str]
+    attention: Tensor = field(repr=False)  # (len(target), len(source) + EOS)
+
+    @property
+    def pharaoh(self) -> str:
+        return write_links(self.links)
 
 
 def sentences_of(items: Sequence) -> list[str]:
@@ -103,6 +119,36 @@ class Translator(Model):
     def translation_of(self, hypothesis: Hypothesis) -> Translation:
         """A hypothesis as text, pieces, score and attention."""
         return Translation(*decoded(hypothesis, self.task.tgt_tokenizer))
+
+    def align(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        max_tokens: int = 2000,
+        target_units: Units = "words",
+    ) -> list[Alignment]:
+        """The word alignment of each pair of a source sentence and its translation (a
+        reference, or the model's own) by the decoder's attention while it reads the
+        translation (`Model.forced_attention`): each target word linked to the source word
+        it attends to most (`alignment.attention_links`). Words are the sentences' own,
+        split at white space (`target_units` "pieces": each target piece a position, the
+        characters of a character model); a source longer than the model reads is cut, as
+        `translate` cuts it."""
+        sources, targets = sentences_of(sources), sentences_of(targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} translations")
+        limit = self.source_limit(self.search_settings().max_length)
+        source_tokenizer, target_tokenizer = self.task.src_tokenizer, self.task.tgt_tokenizer
+        source_ids = [encode_source(source_tokenizer, s.strip(), limit) for s in sources]
+        target_ids = [target_tokenizer.encode(t.strip()) for t in targets]
+        found = []
+        for ids, translated, attention in zip(
+            source_ids, target_ids, self.forced_attention(source_ids, target_ids, max_tokens)
+        ):
+            source, target = source_tokenizer.pieces(ids), target_tokenizer.pieces(translated)
+            links = sorted(attention_links(attention, source, target, target_units))
+            found.append(Alignment(links, source, target, attention))
+        return found
 
     def source_pieces(self, sentence: str, max_length: int | None = None) -> list[str]:
         """The subwords the model reads for `sentence`, plus EOS: the columns of its attention

@@ -116,6 +116,27 @@ def test_a_fit_starts_from_the_pretrained_encoder_and_keeps_it_frozen_as_asked(
 
 
 @pytest.mark.slow
+def test_a_fit_with_a_layer_mix_takes_the_pretrained_encoder_and_trains_the_mix_alone(
+    german_mlm, toy_data_dir, tmp_path
+):
+    """The masked LM has no layer mix: a fit with one takes every weight it has, and while
+    the encoder is frozen only the mix (the task's own weights) trains."""
+    fine_tune(
+        toy_data_dir,
+        tmp_path,
+        f"--model.init_args.pretrained_encoder={german_mlm}",
+        "--model.init_args.frozen_encoder_steps=100",
+        encoder=settings("encoder", layer_mix="true"),
+    )
+    (last,) = tmp_path.rglob("last.ckpt")
+    start, after = encoder_weights(german_mlm), encoder_weights(last)
+    assert {k: after[k].equal(v) for k, v in start.items()} == dict.fromkeys(start, True)
+    mix = {k: v for k, v in after.items() if k not in start}
+    assert mix.keys() == {"encoder.layer_mix.weights", "encoder.layer_mix.scale"}
+    assert not mix["encoder.layer_mix.weights"].equal(torch.zeros(2))  # it trained
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("encoder", "data", "said"),
     [
