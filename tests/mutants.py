@@ -2659,6 +2659,16 @@ MUTANTS = [
         "position += 1",
         ("test_alignment.py::test_a_character_models_positions_are_its_characters",),
     ),
+    Mutant(
+        "a translation longer than the decoder reads aligned anyway (failing inside it)",
+        "Model.forced_attention",
+        "if steps is not None and len(target) + 1 > steps:",
+        "if False:",
+        (
+            "test_alignment_command.py::"
+            "test_a_translation_longer_than_the_decoder_reads_is_refused_by_its_number",
+        ),
+    ),
 ]
 
 

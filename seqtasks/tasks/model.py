@@ -158,8 +158,16 @@ class Model:
         it reads the target by teacher forcing, as it would while writing it: (len(target),
         len(source) + 1) over the source and its EOS, a row per target token (the row that
         would write the EOS left out). In length-sorted batches of about `max_tokens` padded
-        tokens of source and target. ValueError if the decoder has no attention."""
+        tokens of source and target. ValueError if the decoder has no attention, or for a
+        target longer than the decoder reads (naming the pair, from 0)."""
         self.require_attention()
+        steps = self.task.decoder.max_positions  # BOS included
+        for i, target in enumerate(targets):
+            if steps is not None and len(target) + 1 > steps:
+                raise ValueError(
+                    f"translation {i} has {len(target)} pieces; the model's decoder reads at "
+                    f"most {steps - 1}"
+                )
         results = [torch.zeros(len(t), len(s) + 1) for s, t in zip(sources, targets, strict=True)]
         todo = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and t]
         lengths = [len(sources[i]) + len(targets[i]) + 2 for i in todo]

@@ -145,3 +145,17 @@ def test_translate_writes_each_lines_alignment_by_the_attention_that_wrote_it(
     assert [read_links(x, "o").sure for x in written.read_text().splitlines()] == expected
     assert expected[1] == set() and expected[0]  # the empty line aligns nothing
     assert out.read_text().splitlines() == [r.text for r in results]
+
+
+def test_a_translation_longer_than_the_decoder_reads_is_refused_by_its_number(
+    toy_tokenizers, tmp_path
+):
+    short = {"d_model": 16, "num_heads": 2, "num_layers": 1, "ff_dim": 32, "max_positions": 8}
+    parts = {
+        part: {"class_path": f"seqtasks.{part}s.Transformer{part.title()}", "init_args": short}
+        for part in ("encoder", "decoder")
+    }
+    model = seqtasks.load(translator(tmp_path / "short.ckpt", toy_tokenizers, **parts))
+    assert len(model.align(SOURCES[2:], ["A woman ."])[0].target) < 8  # fits
+    with pytest.raises(ValueError, match=r"^translation 1 has \d+ pieces; .* reads at most 7$"):
+        model.align(SOURCES[1:], ["A woman .", "A dog runs through the park in the snow ."])
