@@ -3,8 +3,8 @@ Pharaoh format, and scored by alignment error rate (Och & Ney 2003, §5).
 
 A link (i, j) joins source word i and target word j, counted from 0, as the Pharaoh format
 writes it: `i-j` pairs separated by spaces, a sentence a line. A gold alignment has sure links S
-(`i-j`) and possible ones P (`i?j` or `ipj`, as fast_align's and Moses' tools and the gold sets
-of Mihalcea & Pedersen 2003 write them); every sure link is also possible (S ⊆ P). For a
+(`i-j`) and possible ones P (`i?j` or `ipj`, the two spellings Pharaoh-style gold files use);
+every sure link is also possible (S ⊆ P). For a
 predicted alignment A, over a whole corpus (the counts summed over sentences):
 
     precision = |A ∩ P| / |A|      recall = |A ∩ S| / |S|
