@@ -1,5 +1,5 @@
 """Word alignments: read from a model's attention over subword pieces, written and read in the
-Pharaoh format, and scored by alignment error rate (Och & Ney 2003, §5).
+Pharaoh format, and scored by alignment error rate (Och & Ney 2003).
 
 A link (i, j) joins source word i and target word j, counted from 0, as the Pharaoh format
 writes it: `i-j` pairs separated by spaces, a sentence a line. A gold alignment has sure links S
@@ -112,7 +112,7 @@ def attention_links(
     attention: Tensor, source: Sequence[str], target: Sequence[str], target_units: Units = "words"
 ) -> set[Link]:
     """Each target word (or piece: `target_units`) linked to the source word it attends to
-    most, its pieces' attention summed (Garg et al. 2019, §4.3); a target word that attends
+    most, its pieces' attention summed (Garg et al. 2019); a target word that attends
     most to the EOS is left unaligned."""
     words = word_attention(attention, source, target, target_units)
     eos = words.size(1) - 1
