@@ -2632,8 +2632,8 @@ MUTANTS = [
     Mutant(
         "a target word that attends most to the EOS linked to it",
         "attention_links",
-        "return {(i, j) for j, i in enumerate(best) if i != eos}",
-        "return {(i, j) for j, i in enumerate(best)}",
+        "return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist()) if i != eos}",
+        "return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}",
         (
             "test_alignment.py::test_each_target_word_links_to_the_source_word_it_attends_to_most_but_the_eos",
         ),

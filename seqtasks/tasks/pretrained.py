@@ -69,8 +69,8 @@ def pretrained_weights(
         )
     # The weights of the task each side serves (an ELMo layer mix) are neither taken nor
     # asked for: the config's start afresh (`Encoder.task_specific`).
-    own = encoder.task_specific
-    mine = {k: v for k, v in encoder.state_dict().items() if not own(k)}
+    own, state = encoder.task_specific, encoder.state_dict()
+    mine = {k: v for k, v in state.items() if not own(k)}
     weights = {
         k[len(PREFIX) :]: v
         for k, v in source.weights().items()
@@ -95,7 +95,7 @@ def pretrained_weights(
                 f"{said} reads with another tokeniser than the data ({found}): prepare the data "
                 "with the pre-trained model's"
             )
-    fresh = {k: v for k, v in encoder.state_dict().items() if own(k)}
+    fresh = {k: v for k, v in state.items() if own(k)}
     return {**weights, **fresh}
 
 

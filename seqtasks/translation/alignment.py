@@ -116,8 +116,7 @@ def attention_links(
     most to the EOS is left unaligned."""
     words = word_attention(attention, source, target, target_units)
     eos = words.size(1) - 1
-    best = words.argmax(dim=1).tolist() if words.numel() else []
-    return {(i, j) for j, i in enumerate(best) if i != eos}
+    return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist()) if i != eos}
 
 
 @dataclass(frozen=True)

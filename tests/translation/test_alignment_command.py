@@ -159,3 +159,23 @@ def test_a_translation_longer_than_the_decoder_reads_is_refused_by_its_number(
     assert len(model.align(SOURCES[2:], ["A woman ."])[0].target) < 8  # fits
     with pytest.raises(ValueError, match=r"^translation 1 has \d+ pieces; .* reads at most 7$"):
         model.align(SOURCES[1:], ["A woman .", "A dog runs through the park in the snow ."])
+
+
+@pytest.mark.parametrize("units", ["words", "pieces"])
+def test_translates_alignments_count_the_target_units_asked_for(model_path, units):
+    """`--target-units` reaches the links: a translation with a two-piece word (▁hou se) has
+    one position fewer in words than in pieces."""
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from seqtasks.translation.command import alignments
+
+    model = seqtasks.load(model_path)
+    line = SOURCES[2]
+    width = len(model.source_pieces(line))
+    attention = torch.zeros(3, width)
+    attention[:, 0] = 1.0  # every target piece on the first source word
+    best = SimpleNamespace(attention=attention, tokens=["▁the", "▁hou", "se"])
+    args = Namespace(max_length=None, target_units=units)
+    written = alignments(model, [line], [best], args)
+    assert written == {"words": "0-0 0-1\n", "pieces": "0-0 0-1 0-2\n"}[units]
