@@ -2661,13 +2661,37 @@ MUTANTS = [
     ),
     Mutant(
         "a translation longer than the decoder reads aligned anyway (failing inside it)",
-        "Model.forced_attention",
+        "Model.check_forced",
         "if steps is not None and len(target) + 1 > steps:",
         "if False:",
         (
             "test_alignment_command.py::"
             "test_a_translation_longer_than_the_decoder_reads_is_refused_by_its_number",
         ),
+    ),
+    Mutant(
+        "the causal mask left out of a recorded self-attention's weights",
+        "visible_keys",
+        "    if not causal:\n        return key_mask\n",
+        "    if True:\n        return key_mask\n",
+        ("test_attention_recording.py::test_causal_self_attention_sees_the_past_only",),
+    ),
+    Mutant(
+        "a recorded cross-attention's heads in reverse order",
+        "Attention.forward",
+        "self.keep(heads)",
+        "self.keep(heads.flip(1))",
+        (
+            "test_attention_recording.py::"
+            "test_multi_head_cross_attention_per_head_and_per_hypothesis",
+        ),
+    ),
+    Mutant(
+        "every attention's decoder maps cut without the EOS row",
+        "recorded_maps",
+        "rows, keys = len(target) + 1, memory_lengths[row]",
+        "rows, keys = len(target), memory_lengths[row]",
+        ("test_every_attention.py::test_every_layer_and_head_over_its_pieces",),
     ),
 ]
 

@@ -24,6 +24,8 @@ from typing import ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from seqtasks.attention.recording import RecordsAttention
+
 
 class AttentionMemory(NamedTuple):
     """What an attention reads of a batch of sources, one row per input: a decoder projects it
@@ -38,7 +40,7 @@ class AttentionMemory(NamedTuple):
         return AttentionMemory(*(part.index_select(0, inputs) for part in self))
 
 
-class Attention(nn.Module, metaclass=ABCMeta):
+class Attention(nn.Module, RecordsAttention, metaclass=ABCMeta):
     """Attention from decoder queries to the annotations of a source.
 
     Attributes:
@@ -84,12 +86,17 @@ class Attention(nn.Module, metaclass=ABCMeta):
         never repeated per hypothesis."""
         rows, length = query.shape[:2]
         grouped = query.reshape(memory.mask.size(0), -1, query.size(-1))  # (B, K·T, D_q)
-        context, alpha = self.attend_heads(grouped, memory, need_weights)  # α (B, H, K·T, S)
+        need = need_weights or self.recording
+        context, alpha = self.attend_heads(grouped, memory, need)  # α (B, H, K·T, S)
         context = context.reshape(rows, length, -1)
         if alpha is None:
             return context, None
-        if per_head:  # (B, H, K·T, S) -> (B, K, H, T, S) -> (R, H, T, S)
-            return context, alpha.unflatten(2, (-1, length)).transpose(1, 2).flatten(0, 1)
+        heads = alpha.unflatten(2, (-1, length)).transpose(1, 2).flatten(0, 1)  # (R, H, T, S)
+        self.keep(heads)
+        if not need_weights:
+            return context, None
+        if per_head:
+            return context, heads
         return context, alpha.mean(dim=1).reshape(rows, length, -1)
 
 

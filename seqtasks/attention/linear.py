@@ -104,6 +104,10 @@ class LinearSelfAttention(SelfAttention):
         phi_q, phi_k, v = self.project(x)
         if key_mask is not None:
             phi_k = phi_k * key_mask[:, None, :, None].to(phi_k.dtype)  # padding adds nothing
+        if self.recording:  # the weights the sums stand for: φ(Q_i)·φ(K_j) / φ(Q_i)·Σ_j φ(K_j)
+            kernel = phi_q @ phi_k.transpose(-1, -2)  # (B, H, T, T)
+            kernel = kernel.tril() if causal else kernel
+            self.keep(kernel / (kernel.sum(-1, keepdim=True) + EPSILON))
         if causal:
             kernel = (phi_q @ phi_k.transpose(-1, -2)).tril()  # (B, H, T, T)
             context = (kernel @ v) / (kernel.sum(-1, keepdim=True) + EPSILON)

@@ -4,7 +4,7 @@ and attention over a source (`MultiHeadAttention`, the attention contract of `ba
 
 Both run on `F.scaled_dot_product_attention` (fused kernels on CPU and GPU) through
 `fused_attention`; attention weights are computed explicitly only where they are asked for (the
-attention loss terms, plots, search).
+attention loss terms, plots, search, a `recording` of every attention: `recording.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqtasks.attention.base import Attention, AttentionMemory
+from seqtasks.attention.recording import RecordsAttention
 
 
 def fused_attention(
@@ -67,7 +68,18 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
     return torch.softmax(scores, dim=-1)
 
 
-class SelfAttention(nn.Module):
+def visible_keys(
+    key_mask: Tensor | None, causal: bool, length: int, device: torch.device
+) -> Tensor | None:
+    """The keys each query sees, as the fused kernel's `attn_mask` and `is_causal` together
+    hide the others: (B, 1, 1, T) padding, (T, T) j ≤ i, both, or None for all."""
+    if not causal:
+        return key_mask
+    past = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    return past if key_mask is None else key_mask & past
+
+
+class SelfAttention(nn.Module, RecordsAttention):
     """Multi-head self-attention with one fused Q/K/V projection (§3.2.2), softmax-normalised:
     the Transformer's `self_attention` (YAML: `{class_path: seqtasks.attention.SelfAttention}`),
     built as `self_attention(d_model, num_heads, attention_dropout)` from its settings.
@@ -97,6 +109,8 @@ class SelfAttention(nn.Module):
         future, so position t sees positions ≤ t only."""
         q, k, v = self.project(x)
         mask = None if key_mask is None else key_mask[:, None, None, :]
+        if self.recording:
+            self.keep(attention_weights(q, k, visible_keys(mask, causal, x.size(1), x.device)))
         context = fused_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=causal,
@@ -120,6 +134,8 @@ class SelfAttention(nn.Module):
         """
         q, k, v = self.project(x)
         keys, values = _extend(keys, k, rows), _extend(values, v, rows)
+        if self.recording:
+            self.keep(attention_weights(q, keys, None))  # (R, H, 1, t+1)
         context = fused_attention(q, keys, values)
         return self.out(merge_heads(context)), keys, values
 

@@ -79,10 +79,13 @@ class RelativeSelfAttention(SelfAttention):
         if visible is not None:
             bias = bias.masked_fill(~visible, float("-inf"))
         dropout = self.dropout if self.training else 0.0
-        if self.relative_values is None:
+        if self.relative_values is None and not self.recording:
             return fused_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1)) + bias  # e_ij (B, H, T, S)
         alpha = torch.softmax(scores, dim=-1)
+        self.keep(alpha)
+        if self.relative_values is None:
+            return fused_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
         if dropout:
             alpha = F.dropout(alpha, dropout)
         a_v = self.clipped(self.relative_values, at, k.size(2))  # (T, S, d)

@@ -22,6 +22,7 @@ from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from seqtasks.search import Hypothesis, SearchSettings, run_batches, search
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
+from seqtasks.tasks.attentions import Maps, recorded_maps
 from seqtasks.tasks.base import EncoderDecoderTask
 
 R = TypeVar("R")  # a result type: Translation, Parse or Caption
@@ -161,20 +162,11 @@ class Model:
         tokens of source and target. ValueError if the decoder has no attention, or for a
         target longer than the decoder reads (naming the pair, from 0)."""
         self.require_attention()
-        steps = self.task.decoder.max_positions  # BOS included
-        for i, target in enumerate(targets):
-            if steps is not None and len(target) + 1 > steps:
-                raise ValueError(
-                    f"translation {i} has {len(target)} pieces; the model's decoder reads at "
-                    f"most {steps - 1}"
-                )
+        self.check_forced(targets)
         results = [torch.zeros(len(t), len(s) + 1) for s, t in zip(sources, targets, strict=True)]
-        todo = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and t]
-        lengths = [len(sources[i]) + len(targets[i]) + 2 for i in todo]
         task = self.task
         with torch.inference_mode():
-            for chunk in TokenBucketSampler(lengths, max_tokens, shuffle=False).batches:
-                rows = [todo[j] for j in chunk]
+            for rows in self.forced_batches(sources, targets, max_tokens, empty_targets=False):
                 src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)
                 tgt_in = pad([[BOS_ID, *targets[i]] for i in rows]).to(self.device)
                 memory = task.encode_source(src, src != PAD_ID)
@@ -183,6 +175,53 @@ class Model:
                     shape = len(targets[i]), len(sources[i]) + 1
                     results[i] = weights[row, : shape[0], : shape[1]].float().cpu()
         return results
+
+    def every_attention(
+        self, sources: Sequence[list[int]], targets: Sequence[list[int]], max_tokens: int = 2000
+    ) -> list[Maps | None]:
+        """Per pair of source and target token ids (without EOS), every attention the model
+        computes while it reads the target by teacher forcing, by kind, layer and head
+        (`attentions.recorded_maps`: rows for the target and its EOS); None for an empty
+        source. Batched and refused as `forced_attention`."""
+        self.require_attention()
+        self.check_forced(targets)
+        results: list[Maps | None] = [None] * len(sources)
+        task = self.task
+        for rows in self.forced_batches(sources, targets, max_tokens, empty_targets=True):
+            src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)
+            found = recorded_maps(
+                task,
+                lambda src=src: task.encode_source(src, src != PAD_ID),
+                [targets[i] for i in rows],
+                [len(sources[i]) + 1 for i in rows],
+            )
+            for i, maps in zip(rows, found, strict=True):
+                results[i] = maps
+        return results
+
+    def check_forced(self, targets: Sequence[list[int]]) -> None:
+        """A ValueError for a target longer than the decoder reads, naming it (from 0)."""
+        steps = self.task.decoder.max_positions  # BOS included
+        for i, target in enumerate(targets):
+            if steps is not None and len(target) + 1 > steps:
+                raise ValueError(
+                    f"translation {i} has {len(target)} pieces; the model's decoder reads at "
+                    f"most {steps - 1}"
+                )
+
+    @staticmethod
+    def forced_batches(
+        sources: Sequence[list[int]],
+        targets: Sequence[list[int]],
+        max_tokens: int,
+        empty_targets: bool,
+    ) -> list[list[int]]:
+        """The pairs with a source (and a target, unless `empty_targets`), by index, in
+        length-sorted batches of about `max_tokens` padded tokens of source and target."""
+        todo = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and (t or empty_targets)]
+        lengths = [len(sources[i]) + len(targets[i]) + 2 for i in todo]
+        batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
+        return [[todo[j] for j in chunk] for chunk in batches]
 
     def source_limit(self, max_length: int) -> int:
         """`max_length`, or fewer tokens if the encoder reads fewer positions (the source's

@@ -15,6 +15,7 @@ from seqtasks.data.text import check_text
 from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
+from seqtasks.tasks.attentions import AttentionRequest, Attentions, wants_every_attention
 from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
 from seqtasks.translation.alignment import Link, Units, attention_links, write_links
 from seqtasks.translation.data import encode_source
@@ -34,6 +35,7 @@ class Translation:
     score: float
     attention: Tensor | None = field(default=None, repr=False)  # (len(tokens), source + EOS)
     alternatives: list[Translation] = field(default_factory=list)
+    attentions: Attentions | None = field(default=None, repr=False)  # attention="all"
 
 
 @dataclass
@@ -76,7 +78,7 @@ class Translator(Model):
         sentences: Sequence[str],
         beam: int | None = None,
         n_best: int | None = None,
-        attention: bool = False,
+        attention: AttentionRequest = False,
         max_length: int | None = None,
         max_tokens: TokenBudget = "auto",
         stop: str | None = None,
@@ -93,15 +95,41 @@ class Translator(Model):
         `settings`: a `SearchSettings` to search with instead (then none of `beam`, `n_best`,
         `stop` and `max_length`).
         `attention` keeps each translation's attention matrix (its pieces × the source's,
-        `source_pieces`)."""
+        `source_pieces`); "all" also keeps every attention behind it, by layer and head
+        (`Translation.attentions`), read by one teacher-forced pass over each output."""
         settings = self.search_settings(beam, n_best, stop, max_length, settings)
         check_max_tokens(max_tokens)
         sentences = sentences_of(sentences)
         limit = self.source_limit(settings.max_length)
         tokenizer = self.task.src_tokenizer
         sources = [encode_source(tokenizer, sentence.strip(), limit) for sentence in sentences]
-        nbests = self.search_sources(sources, settings, max_tokens, workers, attention)
-        return self.translations(nbests, settings.n_best)
+        every = wants_every_attention(attention)
+        nbests = self.search_sources(sources, settings, max_tokens, workers, bool(attention))
+        translations = self.translations(nbests, settings.n_best)
+        if every:
+            self.attach_attentions(sources, nbests, translations)
+        return translations
+
+    def attach_attentions(
+        self,
+        sources: Sequence[list[int]],
+        nbests: Sequence[list[Hypothesis] | None],
+        translations: Sequence[Translation],
+    ) -> None:
+        """Fill `attentions` of every translation and alternative of a source."""
+        pairs, outputs = [], []
+        for ids, nbest, translation in zip(sources, nbests, translations, strict=True):
+            if nbest is None:
+                continue
+            for hypothesis, found in zip(nbest, [translation, *translation.alternatives]):
+                pairs.append((ids, hypothesis.tokens))
+                outputs.append(found)
+        every = self.every_attention([s for s, _ in pairs], [t for _, t in pairs])
+        source_tokenizer, target_tokenizer = self.task.src_tokenizer, self.task.tgt_tokenizer
+        for (ids, tokens), maps, found in zip(pairs, every, outputs, strict=True):
+            source = source_tokenizer.pieces([*ids, EOS_ID])
+            target = target_tokenizer.pieces([*tokens, EOS_ID])
+            found.attentions = Attentions(source, source, target, **maps)
 
     def translations(
         self, nbests: Sequence[list[Hypothesis] | None], n_best: int

@@ -1,0 +1,122 @@
+"""Every attention behind one output, by layer and head (`attention="all"`; issue 50).
+
+The search runs as it always does, on the fused kernels; then one teacher-forced pass over the
+output it chose reads the model's attention as it wrote that output, with every attention module
+recording (`seqtasks.attention.recording`). Teacher forcing over a model's own output computes
+what its incremental decoding computed (the tested invariant of every decoder), so the maps are
+the ones behind the output, at the cost of one more forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from seqtasks.attention.recording import KINDS, recording
+from seqtasks.data.batch import pad
+from seqtasks.data.tokenizer import BOS_ID
+from seqtasks.layers.memory import Memory
+from seqtasks.tasks.base import EncoderDecoderTask
+
+Maps = dict[str, list[Tensor]]  # kind -> the maps of its layers, each (H, queries, keys)
+AttentionRequest = bool | Literal["all"]  # none, the plotted matrix, or every attention
+
+
+def wants_every_attention(attention: AttentionRequest) -> bool:
+    """Whether `attention` asks for every attention ("all"); a ValueError for what is none of
+    False, True and "all"."""
+    if attention is True or attention is False or attention == "all":
+        return attention == "all"
+    raise ValueError(f"attention must be False, True or 'all', got {attention!r}")
+
+
+@dataclass
+class Attentions:
+    """Every attention a model computed for one output, each map (H, queries, keys), layer by
+    layer from the bottom (a Universal Transformer's one layer: depth step by depth step):
+
+    - `encoder`: the encoder's self-attention, `source` × `source` (none for an encoder
+      without self-attention: a recurrent, convolutional or image encoder);
+    - `decoder`: the decoder's self-attention, `target` × `inputs`, causal (row i sees inputs
+      0 … i); none for a recurrent decoder;
+    - `cross`: the decoder's attention over the memory, `target` × `memory` (one layer for
+      a recurrent decoder).
+
+    `target` holds the pieces written, EOS included (the rows), `inputs` what the decoder read
+    writing them (BOS, then the target but its EOS), `memory` what the cross-attention reads:
+    the source's positions, or a parser's words when it reads pieces, or an image's grid cells.
+    """
+
+    source: list[str]
+    memory: list[str]
+    target: list[str]
+    encoder: list[Tensor] = field(repr=False)
+    decoder: list[Tensor] = field(repr=False)
+    cross: list[Tensor] = field(repr=False)
+
+    @property
+    def inputs(self) -> list[str]:
+        return ["<s>", *self.target[:-1]]
+
+    def layers(self, kind: str) -> list[Tensor]:
+        """The maps of `kind` ("encoder", "decoder" or "cross"), layer by layer."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        return getattr(self, kind)
+
+    def get(self, kind: str, layer: int = -1, head: int | None = None) -> Tensor:
+        """(queries, keys): one head's map of a layer (counted from 0 at the bottom, from −1
+        at the top), or the mean of its heads (`head` None).
+
+        Raises:
+            IndexError: for a layer or head the model does not have, naming how many it has.
+        """
+        maps = self.layers(kind)
+        if not -len(maps) <= layer < len(maps):
+            raise IndexError(f"layer {layer}: the {kind} attention has {len(maps)} layers")
+        weights = maps[layer]
+        if head is None:
+            return weights.mean(0)
+        if not 0 <= head < weights.size(0):
+            raise IndexError(f"head {head}: the {kind} attention has {weights.size(0)} heads")
+        return weights[head]
+
+
+def recorded_maps(
+    task: EncoderDecoderTask,
+    encode: Callable[[], Memory],
+    targets: Sequence[list[int]],
+    source_lengths: Sequence[int],
+) -> list[Maps]:
+    """One batch's teacher-forced pass, every attention recorded: `encode()` gives the memory
+    (encoding under the recording, so the encoder's self-attention is kept), the decoder reads
+    BOS and each target's ids (without EOS). Per row, each kind's maps cut to its real
+    positions: the encoder's to `source_lengths` (its input's, EOS included), the decoder's
+    rows to the target and EOS, the cross-attention's columns to the memory's length."""
+    tgt_in = pad([[BOS_ID, *target] for target in targets]).to(task.device)
+    steps = tgt_in.size(1)
+    parts = {"encoder": task.encoder, "decoder": task.decoder}
+    with torch.inference_mode(), recording(parts) as log:
+        memory = encode()
+        task.decoder(memory, tgt_in)
+        maps = {
+            "encoder": log.layers("encoder"),
+            "decoder": log.layers("decoder", steps),
+            "cross": log.layers("cross", steps),
+        }
+    memory_lengths = memory.lengths.tolist()
+    found = []
+    for row, (target, source) in enumerate(zip(targets, source_lengths, strict=True)):
+        rows, keys = len(target) + 1, memory_lengths[row]
+        found.append(
+            {
+                "encoder": [m[row, :, :source, :source].float().cpu() for m in maps["encoder"]],
+                "decoder": [m[row, :, :rows, :rows].float().cpu() for m in maps["decoder"]],
+                "cross": [m[row, :, :rows, :keys].float().cpu() for m in maps["cross"]],
+            }
+        )
+    return found
