@@ -2693,6 +2693,16 @@ MUTANTS = [
         "rows, keys = len(target), memory_lengths[row]",
         ("test_every_attention.py::test_every_layer_and_head_over_its_pieces",),
     ),
+    Mutant(
+        "the mask not applied to the loss: every position of the input predicted",
+        "MaskedLMTask.losses",
+        "chosen = batch.targets != PAD_ID",
+        "chosen = batch.src_mask",
+        (
+            "test_pretraining.py::"
+            "test_the_loss_is_the_cross_entropy_of_the_chosen_pieces_alone[encoder0]",
+        ),
+    ),
 ]
 
 

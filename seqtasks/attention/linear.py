@@ -104,12 +104,13 @@ class LinearSelfAttention(SelfAttention):
         phi_q, phi_k, v = self.project(x)
         if key_mask is not None:
             phi_k = phi_k * key_mask[:, None, :, None].to(phi_k.dtype)  # padding adds nothing
-        if self.recording:  # the weights the sums stand for: φ(Q_i)·φ(K_j) / φ(Q_i)·Σ_j φ(K_j)
+        kernel = None
+        if causal or self.recording:
             kernel = phi_q @ phi_k.transpose(-1, -2)  # (B, H, T, T)
             kernel = kernel.tril() if causal else kernel
+        if self.recording:  # the weights the sums stand for: φ(Q_i)·φ(K_j) / φ(Q_i)·Σ_j φ(K_j)
             self.keep(kernel / (kernel.sum(-1, keepdim=True) + EPSILON))
         if causal:
-            kernel = (phi_q @ phi_k.transpose(-1, -2)).tril()  # (B, H, T, T)
             context = (kernel @ v) / (kernel.sum(-1, keepdim=True) + EPSILON)
         else:
             memory = phi_k.transpose(-1, -2) @ v  # (B, H, d_φ, d): Σ_j φ(K_j)ᵀ V_j

@@ -84,10 +84,10 @@ class RelativeSelfAttention(SelfAttention):
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1)) + bias  # e_ij (B, H, T, S)
         alpha = torch.softmax(scores, dim=-1)
         self.keep(alpha)
-        if self.relative_values is None:
-            return fused_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
         if dropout:
             alpha = F.dropout(alpha, dropout)
+        if self.relative_values is None:  # recording keys-only relative attention (eq. 4 alone)
+            return alpha @ v
         a_v = self.clipped(self.relative_values, at, k.size(2))  # (T, S, d)
         return alpha @ v + torch.einsum("bhts,tsd->bhtd", alpha, a_v)
 

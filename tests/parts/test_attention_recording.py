@@ -262,3 +262,23 @@ def test_a_recording_ends_with_its_block_even_on_an_error(x):
     with pytest.raises(ValueError, match="parts are 'encoder' and 'decoder'"):
         with recording({"encoders": attention}):
             pass
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: SelfAttention(D, H, 0.0),
+        lambda: RelativeSelfAttention(D, H, 0.0, max_distance=1, values=True),
+        lambda: RelativeSelfAttention(D, H, 0.0, max_distance=1, values=False),
+        lambda: LinearSelfAttention(D, H, 0.0),
+    ],
+    ids=["softmax", "relative", "relative_keys_only", "linear"],
+)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "padded"])
+def test_recording_changes_no_output(x, build, causal):
+    """A recorded call returns what the unrecorded (fused) call returns."""
+    attention = build().eval()
+    mask = None if causal else MASK
+    plain = attention(x, key_mask=mask, causal=causal)
+    (_,), out = recorded(attention, lambda: attention(x, key_mask=mask, causal=causal))
+    torch.testing.assert_close(out, plain, rtol=1e-5, atol=1e-6)
