@@ -2703,6 +2703,23 @@ MUTANTS = [
             "test_the_loss_is_the_cross_entropy_of_the_chosen_pieces_alone[encoder0]",
         ),
     ),
+    Mutant(
+        "a reversing parser's maps naming its words in the sentence's order, not the encoder's",
+        "Parser.attention_names",
+        "memory = [*vocabulary.source.ordered(list(words)), read[-1]]",
+        "memory = [*words, read[-1]]",
+        (
+            "test_attentions_of_each_task.py::"
+            "test_a_reversing_parsers_maps_name_the_words_in_the_order_it_reads_them",
+        ),
+    ),
+    Mutant(
+        "every caption's maps read from the first image of the batch",
+        "Captioner.attach_caption_attentions",
+        "rows.append(i)",
+        "rows.append(0)",
+        ("test_attentions_of_each_task.py::test_a_captioners_maps_are_over_its_grid_cells[soft]",),
+    ),
 ]
 
 

@@ -9,10 +9,10 @@ the rest of its n-best list in `alternatives`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -22,7 +22,7 @@ from seqtasks.data.batching import TokenBucketSampler
 from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from seqtasks.search import Hypothesis, SearchSettings, run_batches, search
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
-from seqtasks.tasks.attentions import Maps, recorded_maps
+from seqtasks.tasks.attentions import Attentions, Maps, recorded_maps
 from seqtasks.tasks.base import EncoderDecoderTask
 
 R = TypeVar("R")  # a result type: Translation, Parse or Caption
@@ -198,6 +198,27 @@ class Model:
             for i, maps in zip(rows, found, strict=True):
                 results[i] = maps
         return results
+
+    def attach_attentions(
+        self,
+        sources: Sequence[list[int]],
+        nbests: Sequence[list[Hypothesis] | None],
+        results: Sequence[Any],
+        names: Callable[[int, list[int]], tuple[list[str], list[str], list[str]]],
+    ) -> None:
+        """Fill `attentions` of every result and of its alternatives (`every_attention`, over
+        the hypothesis each was read from); `names(i, tokens)` gives the pieces the maps of
+        source i and output `tokens` are over: (source, memory, target), with their EOS."""
+        pairs, outputs = [], []
+        for i, (nbest, result) in enumerate(zip(nbests, results, strict=True)):
+            if nbest is None:
+                continue
+            for hypothesis, found in zip(nbest, [result, *result.alternatives]):
+                pairs.append((i, hypothesis.tokens))
+                outputs.append(found)
+        every = self.every_attention([sources[i] for i, _ in pairs], [t for _, t in pairs])
+        for (i, tokens), maps, found in zip(pairs, every, outputs, strict=True):
+            found.attentions = Attentions(*names(i, tokens), **maps)
 
     def check_forced(self, targets: Sequence[list[int]]) -> None:
         """A ValueError for a target longer than the decoder reads, naming it (from 0)."""

@@ -107,29 +107,18 @@ class Translator(Model):
         nbests = self.search_sources(sources, settings, max_tokens, workers, bool(attention))
         translations = self.translations(nbests, settings.n_best)
         if every:
-            self.attach_attentions(sources, nbests, translations)
+            self.attach_attentions(
+                sources, nbests, translations, lambda i, t: self.attention_names(sources[i], t)
+            )
         return translations
 
-    def attach_attentions(
-        self,
-        sources: Sequence[list[int]],
-        nbests: Sequence[list[Hypothesis] | None],
-        translations: Sequence[Translation],
-    ) -> None:
-        """Fill `attentions` of every translation and alternative of a source."""
-        pairs, outputs = [], []
-        for ids, nbest, translation in zip(sources, nbests, translations, strict=True):
-            if nbest is None:
-                continue
-            for hypothesis, found in zip(nbest, [translation, *translation.alternatives]):
-                pairs.append((ids, hypothesis.tokens))
-                outputs.append(found)
-        every = self.every_attention([s for s, _ in pairs], [t for _, t in pairs])
-        source_tokenizer, target_tokenizer = self.task.src_tokenizer, self.task.tgt_tokenizer
-        for (ids, tokens), maps, found in zip(pairs, every, outputs, strict=True):
-            source = source_tokenizer.pieces([*ids, EOS_ID])
-            target = target_tokenizer.pieces([*tokens, EOS_ID])
-            found.attentions = Attentions(source, source, target, **maps)
+    def attention_names(
+        self, source: list[int], tokens: list[int]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """The pieces `Attentions` are over: the source's twice (it is the memory), the
+        output's, each with its EOS."""
+        read = self.task.src_tokenizer.pieces([*source, EOS_ID])
+        return read, read, self.task.tgt_tokenizer.pieces([*tokens, EOS_ID])
 
     def translations(
         self, nbests: Sequence[list[Hypothesis] | None], n_best: int
