@@ -2647,9 +2647,9 @@ MUTANTS = [
     ),
     Mutant(
         "forced attention a row late (the row that writes the EOS kept, the first dropped)",
-        "Model.forced_attention",
-        "results[i] = weights[row, : shape[0], : shape[1]].float().cpu()",
-        "results[i] = weights[row, 1 : shape[0] + 1, : shape[1]].float().cpu()",
+        "Translator.align",
+        'attention = alignment_attention(maps["cross"], layer, heads)[:-1]',
+        'attention = alignment_attention(maps["cross"], layer, heads)[1:]',
         ("test_alignment_command.py::test_the_attention_read_is_the_attention_written",),
     ),
     Mutant(
@@ -2719,6 +2719,26 @@ MUTANTS = [
         "rows.append(i)",
         "rows.append(0)",
         ("test_attentions_of_each_task.py::test_a_captioners_maps_are_over_its_grid_cells[soft]",),
+    ),
+    Mutant(
+        "alignments read from the top layer by default, not Garg et al.'s penultimate",
+        "alignment_attention",
+        "layer = (-2 if len(cross) >= 2 else -1) if layer is None else layer",
+        "layer = -1 if layer is None else layer",
+        (
+            "test_alignment.py::test_alignments_read_garg_et_als_penultimate_layer_unless_told",
+            "test_alignment_command.py::test_alignments_come_from_the_layer_and_heads_asked_for",
+        ),
+    ),
+    Mutant(
+        "the heads asked for ignored: every head of the layer averaged",
+        "alignment_attention",
+        "return weights[list(heads)].mean(0)",
+        "return weights.mean(0)",
+        (
+            "test_alignment.py::test_alignments_read_garg_et_als_penultimate_layer_unless_told",
+            "test_alignment_command.py::test_alignments_come_from_the_layer_and_heads_asked_for",
+        ),
     ),
 ]
 

@@ -187,8 +187,25 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_target_units_option(parser: argparse.ArgumentParser) -> None:
-    """`--target-units`: what a target position of an alignment is (`alignment.Units`)."""
+def add_alignment_options(parser: argparse.ArgumentParser) -> None:
+    """What alignments are read from and over: `--alignment-layer`, `--alignment-heads` (the
+    cross-attention map, `alignment.alignment_attention`) and `--target-units` (what a target
+    position is, `alignment.Units`)."""
+    parser.add_argument(
+        "--alignment-layer",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the decoder layer whose cross-attention alignments are read from, from 0 at the "
+        "bottom or -1 at the top; default: the penultimate of two or more (Garg et al. 2019)",
+    )
+    parser.add_argument(
+        "--alignment-heads",
+        type=head_list,
+        default=None,
+        metavar="H[,H…]|all",
+        help="the heads of that layer averaged, e.g. 0,2; default: all",
+    )
     parser.add_argument(
         "--target-units",
         choices=("words", "pieces"),
@@ -196,6 +213,21 @@ def add_target_units_option(parser: argparse.ArgumentParser) -> None:
         help="the target positions of alignments: words (split at white space, the default) or "
         "pieces (each subword its own: a character model's characters)",
     )
+
+
+def head_list(text: str) -> list[int] | None:
+    """`--alignment-heads`: "all" (None) or head numbers separated by commas."""
+    if text.strip() == "all":
+        return None
+    try:
+        heads = [int(h) for h in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'all' or head numbers like 0,2, got {text!r}"
+        ) from None
+    if any(h < 0 for h in heads):
+        raise argparse.ArgumentTypeError(f"head numbers count from 0, got {text!r}")
+    return heads
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:

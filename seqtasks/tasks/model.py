@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from torch import Tensor
 
 from seqtasks.data.batch import pad
 from seqtasks.data.batching import TokenBucketSampler
-from seqtasks.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from seqtasks.data.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from seqtasks.search import Hypothesis, SearchSettings, run_batches, search
 from seqtasks.search.budget import TokenBudget, batch_tokens, bytes_per_token
 from seqtasks.tasks.attentions import Attentions, Maps, recorded_maps
@@ -152,42 +151,20 @@ class Model:
         run_batches(search_batch, batches, workers, self.device.type)
         return results
 
-    def forced_attention(
-        self, sources: Sequence[list[int]], targets: Sequence[list[int]], max_tokens: int = 2000
-    ) -> list[Tensor]:
-        """Per pair of source and target token ids (without EOS), the decoder's attention while
-        it reads the target by teacher forcing, as it would while writing it: (len(target),
-        len(source) + 1) over the source and its EOS, a row per target token (the row that
-        would write the EOS left out). In length-sorted batches of about `max_tokens` padded
-        tokens of source and target. ValueError if the decoder has no attention, or for a
-        target longer than the decoder reads (naming the pair, from 0)."""
-        self.require_attention()
-        self.check_forced(targets)
-        results = [torch.zeros(len(t), len(s) + 1) for s, t in zip(sources, targets, strict=True)]
-        task = self.task
-        with torch.inference_mode():
-            for rows in self.forced_batches(sources, targets, max_tokens, empty_targets=False):
-                src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)
-                tgt_in = pad([[BOS_ID, *targets[i]] for i in rows]).to(self.device)
-                memory = task.encode_source(src, src != PAD_ID)
-                weights = task.decoder(memory, tgt_in, need_attention=True).attention
-                for row, i in enumerate(rows):
-                    shape = len(targets[i]), len(sources[i]) + 1
-                    results[i] = weights[row, : shape[0], : shape[1]].float().cpu()
-        return results
-
     def every_attention(
         self, sources: Sequence[list[int]], targets: Sequence[list[int]], max_tokens: int = 2000
     ) -> list[Maps | None]:
         """Per pair of source and target token ids (without EOS), every attention the model
-        computes while it reads the target by teacher forcing, by kind, layer and head
-        (`attentions.recorded_maps`: rows for the target and its EOS); None for an empty
-        source. Batched and refused as `forced_attention`."""
+        computes while it reads the target by teacher forcing, as it would while writing it, by
+        kind, layer and head (`attentions.recorded_maps`: rows for the target and its EOS); None
+        for an empty source. In length-sorted batches of about `max_tokens` padded tokens of
+        source and target. ValueError if the decoder has no attention, or for a target longer
+        than the decoder reads (naming the pair, from 0)."""
         self.require_attention()
         self.check_forced(targets)
         results: list[Maps | None] = [None] * len(sources)
         task = self.task
-        for rows in self.forced_batches(sources, targets, max_tokens, empty_targets=True):
+        for rows in self.forced_batches(sources, targets, max_tokens):
             src = pad([sources[i] + [EOS_ID] for i in rows]).to(self.device)
             found = recorded_maps(
                 task,
@@ -232,14 +209,11 @@ class Model:
 
     @staticmethod
     def forced_batches(
-        sources: Sequence[list[int]],
-        targets: Sequence[list[int]],
-        max_tokens: int,
-        empty_targets: bool,
+        sources: Sequence[list[int]], targets: Sequence[list[int]], max_tokens: int
     ) -> list[list[int]]:
-        """The pairs with a source (and a target, unless `empty_targets`), by index, in
-        length-sorted batches of about `max_tokens` padded tokens of source and target."""
-        todo = [i for i, (s, t) in enumerate(zip(sources, targets)) if s and (t or empty_targets)]
+        """The pairs with a source, by index, in length-sorted batches of about `max_tokens`
+        padded tokens of source and target."""
+        todo = [i for i, source in enumerate(sources) if source]
         lengths = [len(sources[i]) + len(targets[i]) + 2 for i in todo]
         batches = TokenBucketSampler(lengths, max_tokens, shuffle=False).batches
         return [[todo[j] for j in chunk] for chunk in batches]

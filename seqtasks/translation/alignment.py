@@ -119,6 +119,32 @@ def attention_links(
     return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist()) if i != eos}
 
 
+def alignment_attention(
+    cross: Sequence[Tensor], layer: int | None = None, heads: Sequence[int] | None = None
+) -> Tensor:
+    """The (queries, keys) map alignments are read from, out of a decoder's cross-attention
+    maps, each (heads, queries, keys), bottom up: `layer`'s (counted from 0 at the bottom, −1
+    at the top; None: the penultimate layer of two or more, the one otherwise, which Garg et al.
+    2019 found aligns best), averaged over `heads` (None: all of them).
+
+    Raises:
+        IndexError: for a layer or head the decoder has not, naming how many it has.
+    """
+    layer = (-2 if len(cross) >= 2 else -1) if layer is None else layer
+    if not -len(cross) <= layer < len(cross):
+        raise IndexError(f"layer {layer}: the decoder's cross-attention has {len(cross)} layers")
+    weights = cross[layer]
+    if heads is None:
+        return weights.mean(0)
+    missing = [h for h in heads if not 0 <= h < weights.size(0)]
+    if missing or not heads:
+        raise IndexError(
+            f"heads {list(heads)}: the decoder's cross-attention has {weights.size(0)} heads "
+            f"(0 to {weights.size(0) - 1})"
+        )
+    return weights[list(heads)].mean(0)
+
+
 @dataclass(frozen=True)
 class AlignmentScores:
     """Precision, recall and AER (0–100) of a corpus, and the counts they come from."""

@@ -42,9 +42,19 @@ def evaluate(args: argparse.Namespace) -> int:
             with progress.stage(f"loading {args.checkpoint}"):
                 model = seqtasks.load(args.checkpoint, args.device, "translation")
             with progress.stage(f"aligning {len(sources):,} sentence pairs"):
-                found = model.align(sources, targets, target_units=args.target_units)
+                found = model.align(
+                    sources,
+                    targets,
+                    target_units=args.target_units,
+                    layer=args.alignment_layer,
+                    heads=args.alignment_heads,
+                )
                 predicted = [set(a.links) for a in found]
-            named = {"checkpoint": str(args.checkpoint)}
+            named = {
+                "checkpoint": str(args.checkpoint),
+                "alignment_layer": args.alignment_layer,  # None: the penultimate (Garg et al.)
+                "alignment_heads": args.alignment_heads,  # None: all
+            }
         if len(predicted) != len(gold):
             given = args.alignments or args.src
             raise ValueError(
@@ -52,7 +62,7 @@ def evaluate(args: argparse.Namespace) -> int:
                 "gold alignment of each sentence pair, a line each"
             )
         scores = score_alignments(predicted, gold)
-    except (CheckpointError, FileNotFoundError, ValueError) as error:
+    except (CheckpointError, FileNotFoundError, IndexError, ValueError) as error:
         return fail(error)
     report: dict[str, Any] = named | {"gold": str(args.gold)} | asdict(scores)
     if args.output:
@@ -69,6 +79,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     """The report as printed."""
     scored = report.get("checkpoint") or report["alignments_file"]
     lines = [f"== {scored} against {report['gold']} ({report['sentences']} sentence pairs)"]
+    if "checkpoint" in report:
+        layer, heads = report["alignment_layer"], report["alignment_heads"]
+        lines.append(
+            "read from the cross-attention of layer "
+            + ("penultimate (Garg et al. 2019)" if layer is None else str(layer))
+            + ", heads "
+            + ("all, averaged" if heads is None else ",".join(map(str, heads)) + " averaged")
+        )
     if "output" in report:
         lines.append(f"alignments written to {report['output']}")
     return lines + [

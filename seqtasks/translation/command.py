@@ -12,8 +12,10 @@ the input's line count and order (an empty line gives an empty line). An --outpu
 written to a temporary name and renamed when complete. Several checkpoints decode as one
 ensemble (their log-probabilities averaged at every step; `seqtasks.load`). The search
 settings are the checkpoint's own but for the options given. --alignments writes each line's
-word alignment of its (best) translation from the attention that wrote it, in the Pharaoh
-format (`i-j`: source word i, target word j, from 0; `seqtasks evaluate alignment` scores them).
+word alignment of its (best) translation from the attention that wrote it (the cross-attention
+of --alignment-layer averaged over --alignment-heads; by default Garg et al.'s penultimate
+layer, all heads), in the Pharaoh format (`i-j`: source word i, target word j, from 0;
+`seqtasks evaluate alignment` scores them).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from typing import Any
 
 from seqtasks.cli.arguments import (
     CommandParser,
+    add_alignment_options,
     add_device_option,
     add_max_tokens_option,
     add_model_option,
     add_search_options,
-    add_target_units_option,
     check_outputs,
     given,
     positive_int,
@@ -57,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="write each line's word alignment to its translation here (Pharaoh i-j, a line each)",
     )
-    add_target_units_option(parser)
+    add_alignment_options(parser)
     add_max_tokens_option(parser)
     parser.add_argument(
         "--max-length",
@@ -99,7 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n_best = settings.n_best
 
-    results = model.translate(lines, max_tokens=args.max_tokens, attention=bool(asked), **search)
+    every = "all" if args.alignments else bool(asked)  # alignments choose a layer and heads
+    results = model.translate(lines, max_tokens=args.max_tokens, attention=every, **search)
+    try:
+        aligned = alignments(model, lines, results, args) if args.alignments else None
+    except IndexError as error:  # a layer or head the model has not
+        print(f"error: argument --alignment-layer/--alignment-heads: {error}", file=sys.stderr)
+        return 2
     if n_best == 1:
         out = [best.text for best in results]
     else:
@@ -114,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         write_stdout(text)
 
-    if args.alignments:
-        write_atomic(args.alignments, alignments(model, lines, results, args))
+    if aligned is not None:
+        write_atomic(args.alignments, aligned)
     if args.attention_plots:
         from seqtasks.io.plots import plot_attention  # matplotlib: only for plots
 
@@ -135,15 +143,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def alignments(model: Any, lines: list[str], results: list[Any], args: argparse.Namespace) -> str:
     """The Pharaoh lines of each line's best translation, by the attention that wrote it
-    (`alignment.attention_links`, in `--target-units`); an empty line or translation aligns
-    nothing."""
-    from seqtasks.translation.alignment import attention_links, write_links
+    (`alignment.attention_links`, in `--target-units`), the cross-attention of
+    `--alignment-layer` averaged over `--alignment-heads` (`alignment.alignment_attention`); an
+    empty line or translation aligns nothing."""
+    from seqtasks.translation.alignment import alignment_attention, attention_links, write_links
 
     out = []
     for line, best in zip(lines, results, strict=True):
         links: set = set()
-        if best.attention is not None:
+        if best.attentions is not None and best.tokens:
             source = model.source_pieces(line, **given(max_length=args.max_length))[:-1]  # no EOS
-            links = attention_links(best.attention, source, best.tokens, args.target_units)
+            layer, heads = args.alignment_layer, args.alignment_heads
+            attention = alignment_attention(best.attentions.cross, layer, heads)[:-1]
+            links = attention_links(attention, source, best.tokens, args.target_units)
         out.append(write_links(links) + "\n")
     return "".join(out)

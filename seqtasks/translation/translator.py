@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from seqtasks.data.text import check_text
@@ -17,7 +18,13 @@ from seqtasks.search import Hypothesis, SearchSettings
 from seqtasks.search.budget import TokenBudget, check_max_tokens
 from seqtasks.tasks.attentions import AttentionRequest, Attentions, wants_every_attention
 from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
-from seqtasks.translation.alignment import Link, Units, attention_links, write_links
+from seqtasks.translation.alignment import (
+    Link,
+    Units,
+    alignment_attention,
+    attention_links,
+    write_links,
+)
 from seqtasks.translation.data import encode_source
 from seqtasks.translation.task import TranslationTask
 
@@ -143,14 +150,18 @@ class Translator(Model):
         targets: Sequence[str],
         max_tokens: int = 2000,
         target_units: Units = "words",
+        layer: int | None = None,
+        heads: Sequence[int] | None = None,
     ) -> list[Alignment]:
         """The word alignment of each pair of a source sentence and its translation (a
         reference, or the model's own) by the decoder's attention while it reads the
-        translation (`Model.forced_attention`): each target word linked to the source word
-        it attends to most (`alignment.attention_links`). Words are the sentences' own,
-        split at white space (`target_units` "pieces": each target piece a position, the
-        characters of a character model); a source longer than the model reads is cut, as
-        `translate` cuts it."""
+        translation by teacher forcing, as it had while writing it (`Model.every_attention`):
+        each target word linked to the source word it attends to most
+        (`alignment.attention_links`), in the cross-attention of `layer` averaged over `heads`
+        (`alignment.alignment_attention`; by default Garg et al.'s penultimate layer, all
+        heads). Words are the sentences' own, split at white space (`target_units` "pieces":
+        each target piece a position, the characters of a character model); a source longer
+        than the model reads is cut, as `translate` cuts it."""
         sources, targets = sentences_of(sources), sentences_of(targets)
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} translations")
@@ -159,9 +170,12 @@ class Translator(Model):
         source_ids = [encode_source(source_tokenizer, s.strip(), limit) for s in sources]
         target_ids = [target_tokenizer.encode(t.strip()) for t in targets]
         found = []
-        for ids, translated, attention in zip(
-            source_ids, target_ids, self.forced_attention(source_ids, target_ids, max_tokens)
-        ):
+        every = self.every_attention(source_ids, target_ids, max_tokens)
+        for ids, translated, maps in zip(source_ids, target_ids, every, strict=True):
+            if maps is None:  # an empty source: every target word unaligned
+                attention = torch.zeros(len(translated), 1)
+            else:  # the row that writes the EOS left out
+                attention = alignment_attention(maps["cross"], layer, heads)[:-1]
             source, target = source_tokenizer.pieces(ids), target_tokenizer.pieces(translated)
             links = sorted(attention_links(attention, source, target, target_units))
             found.append(Alignment(links, source, target, attention))

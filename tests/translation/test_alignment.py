@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from seqtasks.translation.alignment import (
+    alignment_attention,
     attention_links,
     piece_positions,
     piece_words,
@@ -134,3 +135,17 @@ def test_the_dates_gold_links_each_field_to_the_word_that_spells_it():
     for spelled, iso in generate(500, seed=3):
         sure = read_links(gold_alignment(spelled, iso), spelled).sure
         assert sorted(j for _, j in sure) == [0, 1, 2, 3, 5, 6, 8, 9], spelled
+
+
+def test_alignments_read_garg_et_als_penultimate_layer_unless_told():
+    """Layer and heads chosen from maps (heads, queries, keys) that tell apart which was read:
+    layer l, head h holds the constant 10·l + h."""
+    layers = [torch.stack([torch.full((2, 3), 10.0 * l + h) for h in range(4)]) for l in range(3)]
+    assert alignment_attention(layers).unique().tolist() == [11.5]  # layer 1 of 3, mean of 4
+    assert alignment_attention(layers[:1]).unique().tolist() == [1.5]  # the one layer there is
+    assert alignment_attention(layers, layer=-1, heads=[0, 2]).unique().tolist() == [21.0]
+    assert alignment_attention(layers, layer=0, heads=[3]).unique().tolist() == [3.0]
+    with pytest.raises(IndexError, match=r"^layer 3: the decoder's cross-attention has 3 layers"):
+        alignment_attention(layers, layer=3)
+    with pytest.raises(IndexError, match=r"^heads \[1, 4\]: .* has 4 heads \(0 to 3\)$"):
+        alignment_attention(layers, heads=[1, 4])

@@ -45,8 +45,10 @@ def test_the_attention_read_is_the_attention_written(model_path):
     sources = [tokenizer.encode(s) for s in SOURCES]
     found = model.search_sources(sources, SearchSettings(beam=1, max_length=12), attention=True)
     outputs = [nbest[0] for nbest in found]
-    forced = model.forced_attention(sources, [h.tokens for h in outputs])
-    for hypothesis, weights, ids in zip(outputs, forced, sources, strict=True):
+    targets = [h.tokens for h in outputs]
+    aligned = model.align(SOURCES, [model.task.tgt_tokenizer.decode(t) for t in targets])
+    for hypothesis, alignment, ids in zip(outputs, aligned, sources, strict=True):
+        weights = alignment.attention  # the one layer of these models: the top, all heads
         torch.testing.assert_close(weights, hypothesis.attention, rtol=1e-4, atol=1e-5)
         pieces = tokenizer.pieces(ids), model.task.tgt_tokenizer.pieces(hypothesis.tokens)
         assert attention_links(weights, *pieces) == attention_links(hypothesis.attention, *pieces)
@@ -173,9 +175,98 @@ def test_translates_alignments_count_the_target_units_asked_for(model_path, unit
     model = seqtasks.load(model_path)
     line = SOURCES[2]
     width = len(model.source_pieces(line))
-    attention = torch.zeros(3, width)
-    attention[:, 0] = 1.0  # every target piece on the first source word
-    best = SimpleNamespace(attention=attention, tokens=["▁the", "▁hou", "se"])
-    args = Namespace(max_length=None, target_units=units)
+    attention = torch.zeros(1, 4, width)  # one head; three pieces and the EOS row
+    attention[:, :, 0] = 1.0  # every target piece on the first source word
+    best = SimpleNamespace(
+        attentions=SimpleNamespace(cross=[attention]), tokens=["▁the", "▁hou", "se"]
+    )
+    args = Namespace(
+        max_length=None, target_units=units, alignment_layer=None, alignment_heads=None
+    )
     written = alignments(model, [line], [best], args)
     assert written == {"words": "0-0 0-1\n", "pieces": "0-0 0-1 0-2\n"}[units]
+
+
+@pytest.fixture(scope="module")
+def two_layers(toy_tokenizers, tmp_path_factory) -> Path:
+    torch.manual_seed(1)
+    layers = TRANSFORMER | {"num_layers": 2}
+    parts = {
+        part: {"class_path": f"seqtasks.{part}s.Transformer{part.title()}", "init_args": layers}
+        for part in ("encoder", "decoder")
+    }
+    return translator(tmp_path_factory.mktemp("two") / "t.ckpt", toy_tokenizers, **parts)
+
+
+def test_alignments_come_from_the_layer_and_heads_asked_for(two_layers, run_command, tmp_path):
+    """By default the penultimate layer, all heads (Garg et al.); `layer`/`heads` and the
+    commands' --alignment-layer/--alignment-heads choose another; each equals the links of that
+    map of `attention="all"`."""
+    model = seqtasks.load(two_layers)
+    found = model.translate(SOURCES, beam=1, max_length=12, attention="all")
+    targets = [t.text for t in found]
+    tokenizer = model.task.src_tokenizer
+    target_tokenizer = model.task.tgt_tokenizer
+    kept = [  # the outputs whose text reads back as the same pieces (untrained models' may not)
+        i
+        for i, t in enumerate(found)
+        if target_tokenizer.pieces(target_tokenizer.encode(t.text)) == t.tokens
+    ]
+    assert kept
+    for layer, heads in ((None, None), (-1, [1]), (0, [0, 1])):
+        aligned = model.align(SOURCES, targets, layer=layer, heads=heads)
+        for i in kept:
+            source, translation, alignment = SOURCES[i], found[i], aligned[i]
+            cross = translation.attentions.cross
+            chosen = cross[0 if layer is None else layer][heads or slice(None)].mean(0)[:-1]
+            torch.testing.assert_close(alignment.attention, chosen, rtol=1e-4, atol=1e-5)
+            pieces = tokenizer.pieces(tokenizer.encode(source)), translation.tokens
+            assert set(alignment.links) == attention_links(chosen, *pieces)
+    given = write(tmp_path, "in.de", SOURCES)
+    out, written = tmp_path / "out.en", tmp_path / "out.align"
+    status, _, err = run_command(
+        "translate", "--checkpoint", str(two_layers), "--input", str(given), "--output",
+        str(out), "--alignments", str(written), "--beam", "1", "--max-length", "12",
+        "--alignment-layer", "-1", "--alignment-heads", "1",
+    )  # fmt: skip
+    assert status == 0, err
+    expected = [set(a.links) for a in model.align(SOURCES, targets, layer=-1, heads=[1])]
+    assert [read_links(x, "o").sure for x in written.read_text().splitlines()] == expected
+    tgt, gold = write(tmp_path, "t.en", targets), write(tmp_path, "gold.align", GOLD)
+    status, report, err = run_command(
+        "evaluate", "alignment", "--checkpoint", str(two_layers), "--src", str(given),
+        "--tgt", str(tgt), "--gold", str(gold), "--alignment-layer", "-1",
+        "--alignment-heads", "1", "--json",
+    )  # fmt: skip
+    assert status == 0, err
+    truth = [read_links(line, "gold") for line in GOLD]
+    assert json.loads(report.splitlines()[-1])["aer"] == pytest.approx(
+        score_alignments(expected, truth).aer, abs=1e-6
+    )
+    assert "read from the cross-attention of layer -1, heads 1 averaged" in report
+
+
+def test_a_layer_or_head_the_model_has_not_is_refused_and_nothing_written(
+    two_layers, run_command, tmp_path, capsys
+):
+    given = write(tmp_path, "in.de", SOURCES)
+    out, written = tmp_path / "out.en", tmp_path / "out.align"
+    for option, value, said in (
+        ("--alignment-layer", "2", "layer 2: the decoder's cross-attention has 2 layers"),
+        ("--alignment-heads", "0,2", "heads [0, 2]: the decoder's cross-attention has 2 heads"),
+    ):
+        status, _, err = run_command(
+            "translate", "--checkpoint", str(two_layers), "--input", str(given), "--output",
+            str(out), "--alignments", str(written), option, value,
+        )  # fmt: skip
+        assert status == 2 and said in err, err
+        assert not out.exists() and not written.exists()
+    with pytest.raises(SystemExit):
+        run_command("translate", "--checkpoint", str(two_layers), "--alignment-heads", "one")
+    with pytest.raises(SystemExit) as refused:
+        run_command(
+            "evaluate", "alignment", "--alignments", str(given), "--gold", str(given),
+            "--alignment-layer", "0",
+        )  # fmt: skip
+    assert refused.value.code == 2
+    assert "--alignment-layer/--alignment-heads are for --checkpoint" in capsys.readouterr().err
