@@ -2740,6 +2740,13 @@ MUTANTS = [
             "test_alignment_command.py::test_alignments_come_from_the_layer_and_heads_asked_for",
         ),
     ),
+    Mutant(
+        "a plot's panels all showing the first head, whatever head they name",
+        "Attentions.panels",
+        "self.get(kind, layer, int(head))",
+        "self.get(kind, layer, 0)",
+        ("test_every_attention.py::test_panels_are_the_layers_and_heads_asked_for",),
+    ),
 ]
 
 

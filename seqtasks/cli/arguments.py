@@ -217,17 +217,33 @@ def add_alignment_options(parser: argparse.ArgumentParser) -> None:
 
 def head_list(text: str) -> list[int] | None:
     """`--alignment-heads`: "all" (None) or head numbers separated by commas."""
+    return index_list(text, "head", negative=False)
+
+
+def index_list(
+    text: str, what: str, negative: bool, words: tuple[str, ...] = ()
+) -> list[int | str] | None:
+    """Numbers separated by commas (counted from 0; from −1 at the end too, if `negative`),
+    any of `words` among them, or "all" (None): `--alignment-heads`, `--layers`, `--heads`."""
     if text.strip() == "all":
         return None
-    try:
-        heads = [int(h) for h in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected 'all' or head numbers like 0,2, got {text!r}"
-        ) from None
-    if any(h < 0 for h in heads):
-        raise argparse.ArgumentTypeError(f"head numbers count from 0, got {text!r}")
-    return heads
+    found: list[int | str] = []
+    for item in text.split(","):
+        item = item.strip()
+        if item in words:
+            found.append(item)
+            continue
+        try:
+            number = int(item)
+        except ValueError:
+            allowed = ", ".join(("'all'", *(repr(w) for w in words)))
+            raise argparse.ArgumentTypeError(
+                f"expected {allowed} or {what} numbers like 0,2, got {text!r}"
+            ) from None
+        if number < 0 and not negative:
+            raise argparse.ArgumentTypeError(f"{what} numbers count from 0, got {text!r}")
+        found.append(number)
+    return found
 
 
 def add_model_option(parser: argparse.ArgumentParser) -> None:

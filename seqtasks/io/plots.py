@@ -50,6 +50,39 @@ def plot_attention(
     return _save(figure, path)
 
 
+def plot_attention_grid(
+    maps: Sequence[Sequence[tuple[str, Tensor]]],
+    keys: Sequence[str],
+    queries: Sequence[str],
+    path: str | Path,
+    title: str | None = None,
+) -> Path:
+    """A grid of heat maps, a row of panels per layer: `maps[r][c]` is (panel title, α) with α
+    (len(queries), len(keys)), the axes labelled by the pieces on the outer panels."""
+    rows, columns = len(maps), max(len(row) for row in maps)
+    width, height = len(keys), len(queries)
+    cell = (max(2.5, 0.3 * width + 1.0), max(2.0, 0.3 * height + 0.8))
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(cell[0] * columns, cell[1] * rows), squeeze=False
+    )
+    for r, row in enumerate(maps):
+        for c in range(columns):
+            panel = axes[r][c]
+            if c >= len(row):
+                panel.axis("off")
+                continue
+            name, weights = row[c]
+            alpha = weights.detach().float().cpu().numpy()
+            panel.imshow(alpha, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+            panel.set_title(name, fontsize=8)
+            panel.set_xticks(range(width), list(keys) if r == rows - 1 else [], fontsize=6)
+            panel.set_yticks(range(height), list(queries) if c == 0 else [], fontsize=6)
+            panel.tick_params(axis="x", labelrotation=90)
+    if title:
+        figure.suptitle(title, fontsize=9)
+    return _save(figure, path)
+
+
 def png_pixels(path: str | Path) -> np.ndarray:
     """A PNG these functions wrote, as (H, W, 3) uint8 RGB: what TensorBoard's `add_image`
     shows (read back, not drawn twice, so it is the file's picture)."""

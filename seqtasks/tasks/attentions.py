@@ -85,6 +85,51 @@ class Attentions:
             raise IndexError(f"head {head}: the {kind} attention has {weights.size(0)} heads")
         return weights[head]
 
+    def axes(self, kind: str) -> tuple[list[str], list[str]]:
+        """The pieces of `kind`'s (rows, columns): the queries and the keys."""
+        return {
+            "encoder": (self.source, self.source),
+            "decoder": (self.target, self.inputs),
+            "cross": (self.target, self.memory),
+        }[kind]
+
+    def panels(
+        self,
+        kind: str,
+        layers: Sequence[int] | None = None,
+        heads: Sequence[int | str] | None = None,
+    ) -> Panels:
+        """A grid of `kind`'s maps: a row per layer of `layers` (None: every layer), a panel per
+        head of `heads` (None: every head; `MEAN`: the mean of the heads), each titled by its
+        layer (counted from 0) and head.
+
+        Raises:
+            ValueError: for a kind of attention the model has not (a recurrent encoder's).
+            IndexError: for a layer or head it has not (`get`).
+        """
+        maps = self.layers(kind)
+        if not maps:
+            raise ValueError(
+                f"the model has no {kind} self-attention (a recurrent or "
+                "convolutional part, or an image encoder)"
+            )
+        rows = []
+        for layer in range(len(maps)) if layers is None else layers:
+            self.get(kind, layer)  # refuses a layer it has not
+            number = layer % len(maps)
+            row = []
+            for head in range(maps[number].size(0)) if heads is None else heads:
+                if head == MEAN:
+                    row.append((f"layer {number}, mean of heads", self.get(kind, layer)))
+                else:
+                    row.append((f"layer {number}, head {head}", self.get(kind, layer, int(head))))
+            rows.append(row)
+        return rows
+
+
+Panels = list[list[tuple[str, Tensor]]]  # rows of (title, (queries, keys) map): a plot's grid
+MEAN = "mean"  # the mean of a layer's heads, as a head of a panel grid
+
 
 def recorded_maps(
     task: EncoderDecoderTask,

@@ -4,6 +4,7 @@
     seqtasks translate --checkpoint best.ckpt --input news.de --output news.en --beam 5
     seqtasks translate --checkpoint best.ckpt --n-best 3 < in.txt   # i ||| text ||| score
     seqtasks translate --checkpoint best.ckpt --attention-plots plots/ < in.txt
+    seqtasks translate --checkpoint best.ckpt --attention-plots plots/ --layers all --heads all
     seqtasks translate --checkpoint best.ckpt --alignments out.align < in.txt  # Pharaoh i-j
     seqtasks translate --checkpoint a.ckpt b.ckpt c.ckpt < in.txt   # an ensemble
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqtasks.cli.arguments import (
     CommandParser,
@@ -34,12 +35,21 @@ from seqtasks.cli.arguments import (
     add_search_options,
     check_outputs,
     given,
+    index_list,
     positive_int,
 )
 from seqtasks.cli.loading import CommandError, load_model
 from seqtasks.cli.streams import require_stdin, require_stdout, write_stdout
 from seqtasks.data.text import read_lines, read_stdin_lines
 from seqtasks.io.files import write_atomic
+
+if TYPE_CHECKING:
+    from seqtasks.tasks.attentions import Panels
+
+# attention.recording.KINDS and tasks.attentions.MEAN, spelled here so that --help imports no
+# torch (tests/cli/test_commands.py checks both)
+KINDS = ("encoder", "decoder", "cross")
+MEAN = "mean"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,6 +65,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
     parser.add_argument(
+        "--layers",
+        type=lambda text: index_list(text, "layer", negative=True),
+        metavar="L[,L…]|all",
+        help="with --attention-plots: a grid of these layers' maps per line (from 0 at the "
+        "bottom, -1 at the top), a row each; default with --heads: all",
+    )
+    parser.add_argument(
+        "--heads",
+        type=lambda text: index_list(text, "head", negative=False, words=(MEAN,)),
+        metavar="H[,H…]|mean|all",
+        help="with --attention-plots: these heads of each layer, a panel each ('mean': their "
+        "mean); default with --layers: all",
+    )
+    parser.add_argument(
+        "--attention-kind",
+        choices=KINDS,
+        default=None,
+        help="with --layers/--heads: the decoder's cross-attention (the default), or the "
+        "encoder's or the decoder's self-attention",
+    )
+    parser.add_argument(
         "--alignments",
         type=Path,
         help="write each line's word alignment to its translation here (Pharaoh i-j, a line each)",
@@ -68,6 +99,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_device_option(parser)
     args = parser.parse_args(argv)
+    grid = {"--layers": args.layers, "--heads": args.heads, "--attention-kind": args.attention_kind}
+    for option, value in grid.items():
+        if value is not None and not args.attention_plots:
+            parser.error(f"argument {option}: is for --attention-plots")
+    args.grid = any(value is not None for value in grid.values())
     if args.n_best is not None and args.beam is not None and args.n_best > args.beam:
         parser.error(f"argument --n-best: must be at most --beam ({args.beam}), got {args.n_best}")
     check_outputs(
@@ -101,12 +137,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n_best = settings.n_best
 
-    every = "all" if args.alignments else bool(asked)  # alignments choose a layer and heads
+    every = "all" if args.alignments or args.grid else bool(asked)  # layers and heads chosen
     results = model.translate(lines, max_tokens=args.max_tokens, attention=every, **search)
     try:
         aligned = alignments(model, lines, results, args) if args.alignments else None
     except IndexError as error:  # a layer or head the model has not
         print(f"error: argument --alignment-layer/--alignment-heads: {error}", file=sys.stderr)
+        return 2
+    try:
+        panels = grids(results, args) if args.grid else None
+    except (IndexError, ValueError) as error:
+        print(f"error: argument --layers/--heads/--attention-kind: {error}", file=sys.stderr)
         return 2
     if n_best == 1:
         out = [best.text for best in results]
@@ -124,7 +165,20 @@ def main(argv: list[str] | None = None) -> int:
 
     if aligned is not None:
         write_atomic(args.alignments, aligned)
-    if args.attention_plots:
+    if panels is not None:
+        from seqtasks.io.plots import plot_attention_grid  # matplotlib: only for plots
+
+        for i, (line, best) in enumerate(zip(lines, results)):
+            if i in panels:
+                queries, keys = best.attentions.axes(args.attention_kind or "cross")
+                plot_attention_grid(
+                    panels[i],
+                    keys,
+                    queries,
+                    args.attention_plots / f"line{i + 1:05d}.png",
+                    title=f"{line.strip()} → {best.text}",
+                )
+    elif args.attention_plots:
         from seqtasks.io.plots import plot_attention  # matplotlib: only for plots
 
         for i, (line, best) in enumerate(zip(lines, results)):
@@ -139,6 +193,17 @@ def main(argv: list[str] | None = None) -> int:
                 title=f"{line.strip()} → {best.text}",
             )
     return 0
+
+
+def grids(results: list[Any], args: argparse.Namespace) -> dict[int, Panels]:
+    """Per line with a translation, by number from 0, the panels its plot shows: the maps of
+    `--attention-kind`, a row per layer of `--layers`, a panel per head of `--heads`."""
+    kind = args.attention_kind or "cross"
+    return {
+        i: best.attentions.panels(kind, args.layers, args.heads)
+        for i, best in enumerate(results)
+        if best.attentions is not None and best.tokens
+    }
 
 
 def alignments(model: Any, lines: list[str], results: list[Any], args: argparse.Namespace) -> str:

@@ -88,3 +88,70 @@ def test_what_cannot_be_given_is_refused(models):
         found.attentions.get("cross", 0, 2)
     with pytest.raises(ValueError, match="kind must be one of"):
         found.attentions.get("self")
+
+
+def test_panels_are_the_layers_and_heads_asked_for(models):
+    (found,) = models["transformer"].translate(SOURCES[:1], beam=1, attention="all", max_length=10)
+    maps = found.attentions
+    every = maps.panels("encoder")
+    assert [[title for title, _ in row] for row in every] == [
+        ["layer 0, head 0", "layer 0, head 1"],
+        ["layer 1, head 0", "layer 1, head 1"],
+    ]
+    torch.testing.assert_close(every[1][0][1], maps.encoder[1][0])
+    (row,) = maps.panels("cross", layers=[-1], heads=[1, "mean"])
+    assert [title for title, _ in row] == ["layer 1, head 1", "layer 1, mean of heads"]
+    torch.testing.assert_close(row[0][1], maps.cross[1][1])
+    torch.testing.assert_close(row[1][1], maps.cross[1].mean(0))
+    assert maps.axes("decoder") == (maps.target, maps.inputs)
+    assert maps.axes("cross") == (maps.target, maps.memory)
+    with pytest.raises(IndexError, match="layer -3: the decoder attention has 2 layers"):
+        maps.panels("decoder", layers=[-3])
+    (rnn,) = models["rnn"].translate(SOURCES[:1], beam=1, attention="all", max_length=10)
+    with pytest.raises(ValueError, match="the model has no encoder self-attention"):
+        rnn.attentions.panels("encoder")
+
+
+def test_translate_plots_a_grid_of_the_layers_and_heads_asked_for(
+    models, run_command, tmp_path, monkeypatch
+):
+    """One image a line with a translation, its panels those `panels` gives; the command's
+    light copies of the kinds and of "mean" are the library's."""
+    from seqtasks.attention.recording import KINDS
+    from seqtasks.io import plots
+    from seqtasks.tasks.attentions import MEAN
+    from seqtasks.translation import command
+
+    assert (command.KINDS, command.MEAN) == (KINDS, MEAN)
+    model = models["transformer"]
+    given = tmp_path / "in.de"
+    given.write_text("".join(line + "\n" for line in SOURCES))
+    drawn = {}
+    real = plots.plot_attention_grid
+    monkeypatch.setattr(
+        plots, "plot_attention_grid", lambda panels, *a, **k: drawn.setdefault(a[2], panels)
+    )
+    folder = tmp_path / "plots"
+    argv = ["translate", "--checkpoint", str(model.checkpoints[0]), "--input", str(given)]
+    argv += ["--output", str(tmp_path / "out"), "--beam", "1", "--max-length", "10"]
+    status, _, err = run_command(
+        *argv, "--attention-plots", str(folder), "--layers", "0", "--heads", "mean,1",
+        "--attention-kind", "encoder",
+    )  # fmt: skip
+    assert status == 0, err
+    assert sorted(p.name for p in drawn) == ["line00001.png", "line00003.png"]  # not the empty
+    translations = model.translate(SOURCES, beam=1, attention="all", max_length=10)
+    panels = drawn[folder / "line00001.png"]
+    expected = translations[0].attentions.panels("encoder", [0], ["mean", 1])
+    assert [[t for t, _ in row] for row in panels] == [
+        ["layer 0, mean of heads", "layer 0, head 1"]
+    ]
+    for (_, a), (_, b) in zip(panels[0], expected[0], strict=True):
+        torch.testing.assert_close(a, b)
+    path = real(panels, *translations[0].attentions.axes("encoder"), tmp_path / "real.png")
+    assert path.stat().st_size > 1000  # the figure renders
+    status, _, err = run_command(*argv, "--attention-plots", str(tmp_path / "p2"), "--layers", "5")
+    assert status == 2 and "layer 5: the cross attention has 2 layers" in err, err
+    assert not (tmp_path / "p2").exists()
+    with pytest.raises(SystemExit):
+        run_command(*argv, "--heads", "0")  # without --attention-plots
