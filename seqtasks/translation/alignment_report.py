@@ -81,12 +81,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"== {scored} against {report['gold']} ({report['sentences']} sentence pairs)"]
     if "checkpoint" in report:
         layer, heads = report["alignment_layer"], report["alignment_heads"]
-        lines.append(
-            "read from the cross-attention of layer "
-            + ("penultimate (Garg et al. 2019)" if layer is None else str(layer))
-            + ", heads "
-            + ("all, averaged" if heads is None else ",".join(map(str, heads)) + " averaged")
-        )
+        where = "the penultimate layer (Garg et al. 2019)" if layer is None else f"layer {layer}"
+        if heads is None:
+            which = "all heads averaged"
+        elif len(heads) == 1:
+            which = f"head {heads[0]}"
+        else:
+            which = f"heads {','.join(map(str, heads))} averaged"
+        lines.append(f"read from the cross-attention of {where}, {which}")
     if "output" in report:
         lines.append(f"alignments written to {report['output']}")
     return lines + [

@@ -243,7 +243,7 @@ def test_alignments_come_from_the_layer_and_heads_asked_for(two_layers, run_comm
     assert json.loads(report.splitlines()[-1])["aer"] == pytest.approx(
         score_alignments(expected, truth).aer, abs=1e-6
     )
-    assert "read from the cross-attention of layer -1, heads 1 averaged" in report
+    assert "read from the cross-attention of layer -1, head 1" in report
 
 
 def test_a_layer_or_head_the_model_has_not_is_refused_and_nothing_written(
