@@ -58,7 +58,7 @@ def main() -> None:
     sentence = sentence_of(args.source, args.words)
     ways = {"plain": False, "attention": True, "all": "all"}
     seconds: dict[str, list[float]] = {name: [] for name in ways}
-    for name, asked in ways.items():  # warm-up
+    for asked in ways.values():  # warm-up
         model.translate([sentence], beam=args.beam, attention=asked)
     for _ in range(args.repeats):
         for name, asked in ways.items():
