@@ -55,11 +55,14 @@ class Recording:
     def __init__(self, modules: list[tuple[str, RecordsAttention]]):
         self.modules = modules
 
-    def layers(self, kind: str, queries: int | None = None) -> list[Tensor]:
-        """Every map of `kind` recorded, layer by layer (an applied-again module's in the
-        order of its applications), each (B, H, `queries`, keys): a module whose records are
-        one query position each (a recurrent decoder's) has them joined, `queries` at a time;
-        with `queries` None, each record is a map.
+    def layers(
+        self, kind: str, queries: int | None = None, within: nn.Module | None = None
+    ) -> list[Tensor]:
+        """Every map of `kind` recorded (by the modules inside `within` alone, if given: one
+        member of an ensemble), layer by layer (an applied-again module's in the order of its
+        applications), each (B, H, `queries`, keys): a module whose records are one query
+        position each (a recurrent decoder's) has them joined, `queries` at a time; with
+        `queries` None, each record is a map.
 
         Raises:
             RuntimeError: after the recording's block.
@@ -70,9 +73,12 @@ class Recording:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if any(module.records is None for _, module in self.modules):
             raise RuntimeError("the recording has ended: read its layers inside its with block")
+        inside = None if within is None else set(map(id, within.modules()))
         maps: list[Tensor] = []
         for module_kind, module in self.modules:
             if module_kind != kind or not module.records:
+                continue
+            if inside is not None and id(module) not in inside:
                 continue
             records = module.records
             if queries is None or all(record.size(-2) == queries for record in records):

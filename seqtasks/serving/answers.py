@@ -12,6 +12,12 @@ by row (`grid`: [H, W], for a caption: `Caption.attention`, (T, L)). Weights are
 WEIGHT_DIGITS decimals, about 6 bytes of JSON each: a request whose answer could carry more
 weights than the server's `max_attention` (1,000,000 by default, ~6 MiB) is refused before any
 search (`endpoint.ModelEndpoint.check_attention`).
+
+A translation asked for `"attention": "all"` also holds `"attentions"`: every attention behind
+it by kind, layer and head (`Translation.attentions`), `{"encoder": [layer][head][row][column],
+"decoder": …, "cross": …, "source": […], "target": […], "inputs": […], "memory": […]}`, the
+encoder's maps over `source` × `source`, the decoder's over `target` × `inputs`, the
+cross-attention's over `target` × `memory`; counted within `max_attention` too.
 """
 
 from __future__ import annotations
@@ -45,3 +51,19 @@ def attention(matrix: Tensor | None, rows: Sequence[str], **over: Any) -> dict[s
     """The attention behind a result: its `weights`, the output pieces of its `rows`, and what
     each row is over (`columns`: source pieces, or `grid`: [H, W] image cells)."""
     return {"weights": weights(matrix), "rows": list(rows), **over}
+
+
+def every_attention(found: Any) -> dict[str, Any]:
+    """A result's `attentions` (`tasks.attentions.Attentions`) as the answer holds them: each
+    kind's maps as [layer][head] matrices of rounded weights, and the pieces they are over."""
+    maps = found.attentions
+    return {
+        **{
+            kind: [[weights(head) for head in layer] for layer in maps.layers(kind)]
+            for kind in ("encoder", "decoder", "cross")
+        },
+        "source": maps.source,
+        "target": maps.target,
+        "inputs": maps.inputs,
+        "memory": maps.memory,
+    }

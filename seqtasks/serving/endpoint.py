@@ -11,11 +11,13 @@ No `from __future__ import annotations` here: LitServe hands `decode_request`'s 
 FastAPI as the request body's type, which must be a class, not a string.
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from seqtasks.data.tokenizer import EOS_ID
 from seqtasks.search.settings import MAX_SOURCE_LENGTH, SearchSettings
 from seqtasks.serving.batching import BatchedEndpoint, Job, RequestError
 from seqtasks.serving.requests import SearchRequest
@@ -137,21 +139,44 @@ class ModelEndpoint(BatchedEndpoint):
 
     def check_attention(self, request: SearchRequest, lengths: list[int]) -> None:
         """Refuse (413), before any search, an answer whose attention could hold more weights
-        than the limit: per sentence, its source pieces (with EOS) × the most output pieces
-        the search may write for it (`max_length_ratio` · source + `max_length_offset`)."""
-        if not getattr(request, "attention", False):
+        than the limit: per sentence, its source pieces (with EOS) S × the most output pieces
+        the search may write for it T (`max_length_ratio` · S + `max_length_offset` + 1); with
+        "all" also every map's: S × S for each head of the encoder's (`layout`), T × T of the
+        decoder's, T × S of the cross-attention's."""
+        asked = getattr(request, "attention", False)
+        if not asked:
             return
         settings = self.model.search_settings()
         ratio, offset = settings.max_length_ratio, settings.max_length_offset
-        weights = sum((n + 1) * (int(ratio * (n + 1)) + offset + 1) for n in lengths)
+        sizes = [(n + 1, int(ratio * (n + 1)) + offset + 1) for n in lengths]  # (S, T) at most
+        weights = sum(s * t for s, t in sizes)
+        if asked == "all":  # every map: the encoder's S × S, the decoder's T × T, cross T × S
+            heads = self.layout
+            weights += sum(
+                sum(heads["encoder"]) * s * s
+                + sum(heads["decoder"]) * t * t
+                + sum(heads["cross"]) * t * s
+                for s, t in sizes
+            )
         if weights > self.limits.max_attention:
             raise RequestError(
                 413,
-                f"with attention, these {len(lengths)} sentences could answer up to "
-                f"{weights:,} weights (source × output pieces); this server answers at most "
-                f"{self.limits.max_attention:,} a request: send fewer or shorter sentences, or "
-                "ask without attention",
+                f"with {'every ' if asked == 'all' else ''}attention, these {len(lengths)} "
+                f"sentences could answer up to {weights:,} weights ("
+                + ("every map, by layer and head" if asked == "all" else "source × output pieces")
+                + f"); this server answers at most {self.limits.max_attention:,} a request: send "
+                "fewer or shorter sentences, or ask "
+                + ('for "attention": true' if asked == "all" else "without attention"),
             )
+
+    @functools.cached_property
+    def layout(self) -> dict[str, list[int]]:
+        """The heads of every map `attention="all"` gives, by kind, layer by layer (a Universal
+        Transformer's one layer once per depth step), read from one pass over a one-piece
+        source and target."""
+        piece = [EOS_ID + 1]
+        (maps,) = self.model.every_attention([piece], [piece])
+        return {kind: [m.size(0) for m in layers] for kind, layers in maps.items()}
 
     def check(self, request: Any) -> Job:
         """Refuse (413) too many sentences (`request.sentences`), one over the limits, or an

@@ -13,8 +13,9 @@ This module must not use `from __future__ import annotations`: FastAPI reads the
 """
 
 import json
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 MAX_BEAM = 16
 SEND_JSON = "send a JSON object, with Content-Type: application/json"
@@ -66,3 +67,7 @@ class SearchRequest(BaseModel):
 def attention_flag() -> bool:
     """Whether the answer carries attention weights: a JSON true or false (not 1 or "true")."""
     return Field(False, strict=True)
+
+
+# `attention_flag`'s JSON true or false, or "all": every attention by layer and head as well
+AttentionChoice = StrictBool | Literal["all"]

@@ -148,11 +148,18 @@ def recorded_maps(
     with torch.inference_mode(), recording(parts) as log:
         memory = encode()
         task.decoder(memory, tgt_in)
-        maps = {
-            "encoder": log.layers("encoder"),
-            "decoder": log.layers("decoder", steps),
-            "cross": log.layers("cross", steps),
-        }
+        # an ensemble's members (its parts' `members`), each recorded apart; or the one model
+        encoders = list(getattr(task.encoder, "members", [task.encoder]))
+        decoders = list(getattr(task.decoder, "members", [task.decoder]))
+        each = [
+            {
+                "encoder": log.layers("encoder", within=encoder),
+                "decoder": log.layers("decoder", steps, within=decoder),
+                "cross": log.layers("cross", steps, within=decoder),
+            }
+            for encoder, decoder in zip(encoders, decoders, strict=True)
+        ]
+        maps = {kind: members_mean([m[kind] for m in each], kind) for kind in KINDS}
     memory_lengths = memory.lengths.tolist()
     found = []
     for row, (target, source) in enumerate(zip(targets, source_lengths, strict=True)):
@@ -165,3 +172,21 @@ def recorded_maps(
             }
         )
     return found
+
+
+def members_mean(members: list[list[Tensor]], kind: str) -> list[Tensor]:
+    """The `kind` maps of an ensemble's members (each member's layers), as their mean layer by
+    layer, as the ensemble's `attention` is its members' mean; one model's as they are.
+
+    Raises:
+        ValueError: for members whose `kind` attention differs in layers or heads.
+    """
+    first, *others = members
+    if any(
+        len(m) != len(first) or any(a.shape != b.shape for a, b in zip(m, first)) for m in others
+    ):
+        raise ValueError(
+            f"attention='all' averages an ensemble's members layer by layer and head by head, "
+            f"but the {len(members)} members' {kind} attention differs in its layers or heads"
+        )
+    return [torch.stack(layer).mean(0) for layer in zip(*members, strict=True)]

@@ -17,15 +17,16 @@ from seqtasks.search.settings import SearchSettings
 from seqtasks.serving import answers
 from seqtasks.serving.batching import Job, RequestError
 from seqtasks.serving.endpoint import ModelEndpoint
-from seqtasks.serving.requests import SearchRequest, attention_flag
+from seqtasks.serving.requests import AttentionChoice, SearchRequest
 
 
 class TranslateRequest(SearchRequest):
     """`{"sentences": ["Ein Hund rennt."], "beam": 5, "n_best": 1, "attention": false}`: raw
-    sentences; `attention` adds each best translation's attention matrix and pieces."""
+    sentences; `attention` true adds each best translation's attention matrix and pieces, "all"
+    every attention behind it as well, by layer and head."""
 
     sentences: list[str] = Field(min_length=1)
-    attention: bool = attention_flag()
+    attention: AttentionChoice = False
 
     @field_validator("sentences")
     @classmethod
@@ -51,6 +52,7 @@ class TranslateEndpoint(ModelEndpoint):
 
     path = "/translate"
     unit = "subwords"
+    takes_attention = "all"  # the page asks for every attention, to pick a layer and head
     title, prompt, action = "Translation", "Sentence to translate", "Translate"
 
     def decode_request(self, request: TranslateRequest) -> Job | RequestError:
@@ -67,13 +69,19 @@ class TranslateEndpoint(ModelEndpoint):
         settings = super().search_settings(request)
         return settings.override(max_length=self.limits.max_length)
 
-    def run(self, inputs: list[list[int]], settings: SearchSettings, attention: bool) -> list[Any]:
+    def run(
+        self, inputs: list[list[int]], settings: SearchSettings, attention: bool | str
+    ) -> list[Any]:
         model = self.model
-        found = model.translations(
-            model.search_sources(inputs, settings, attention=attention), settings.n_best
-        )
+        nbests = model.search_sources(inputs, settings, attention=bool(attention))
+        found = model.translations(nbests, settings.n_best)
         if not attention:
             return found
+        if attention == "all":  # the best translation's, read by one more pass
+            best = [None if nbest is None else nbest[:1] for nbest in nbests]
+            model.attach_attentions(
+                inputs, best, found, lambda i, t: model.attention_names(inputs[i], t)
+            )
         pieces = model.task.src_tokenizer.pieces
         return [Attended(t, pieces([*ids, EOS_ID])) for t, ids in zip(found, inputs, strict=True)]
 
@@ -83,4 +91,6 @@ class TranslateEndpoint(ModelEndpoint):
             return answers.result(found)
         best, columns = found.translation, found.source_pieces
         weights = answers.attention(best.attention, best.tokens, columns=columns)
-        return answers.result(best, attention=weights)
+        if best.attentions is None:
+            return answers.result(best, attention=weights)
+        return answers.result(best, attention=weights, attentions=answers.every_attention(best))

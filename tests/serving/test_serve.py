@@ -1060,7 +1060,8 @@ def test_the_server_serves_the_page_and_says_what_each_model_is(server, checkpoi
     recorded = torch.load(checkpoints["translation"], weights_only=True)["seqtasks_identity"]
     assert translation["example"] == recorded["data"]["example"] and translation["example"]
     assert models["parsing"]["example"] and models["captioning"]["example"] is None
-    assert translation["attention"] and translation["limits"]["max_attention"] == 5000
+    assert translation["attention"] == "all" and translation["limits"]["max_attention"] == 5000
+    assert models["captioning"]["attention"] is True  # its weights over the grid alone
     assert models["parsing"]["attention"] is False  # its decoder has attention; /parse takes none
     forms = {task: (m["form"]["path"], m["form"]["reads"]) for task, m in models.items()}
     assert forms == {
@@ -1189,9 +1190,15 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     assert sent.value.headers["x-api-key"] == KEY
     assert json.loads(sent.value.post_data) == {
         "sentences": [models["example"]],
-        "attention": True,
+        "attention": "all",
     }  # the model's own search settings, not the page's
     page.wait_for_selector("#translation-result:not([hidden])")
+    # every attention of the example is over this server's --max-attention: the page asked again
+    # for the attention alone, and says so
+    assert server.post("/translate", json.loads(sent.value.post_data))[0] == 413
+    assert page.is_visible("#translation-picker-note")
+    assert page.is_hidden("#translation-picker")
+    assert page.locator("#translation-heatmap .tgt").count() > 0
     page.fill("#translation-text", SENTENCES[1])
     page.fill("#translation-beam", "2")
     page.fill("#translation-nbest", "2")
@@ -1199,12 +1206,13 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
         page.click("#translation-form button")
     page.wait_for_selector("#translation-nbest-list li")  # drawn from this answer: n-best 2
     status, answer = server.post(
-        "/translate", {"sentences": [SENTENCES[1]], "beam": 2, "n_best": 2, "attention": True}
+        "/translate", {"sentences": [SENTENCES[1]], "beam": 2, "n_best": 2, "attention": "all"}
     )
     (want,) = answer["results"]
     assert page.text_content("#translation-output") == want["text"]
-    attention = want["attention"]
-    want = {**want, "pieces": attention["rows"], "source_pieces": attention["columns"]}
+    attention = want["attentions"]  # drawn: the top cross-attention, its heads' mean, EOS row too
+    assert attention["target"] == [*want["attention"]["rows"], "</s>"]
+    want = {**want, "pieces": attention["target"], "source_pieces": attention["memory"]}
     assert page.locator("#translation-nbest-list li").count() == 1
     assert page.get_attribute("#translation-nbest-list", "start") == "2"  # the second is 2
     pieces = page.locator("#translation-heatmap .tgt").all_text_contents()
@@ -1216,6 +1224,60 @@ def test_the_page_translates_and_draws_the_attention(page, server, checkpoints):
     assert size == [cell * len(want["source_pieces"]), cell * len(want["pieces"])]
     page.focus("#translation-heatmap .tgt")  # by keyboard: the first target lights its sources
     assert page.locator("#translation-heatmap .src.lit").count() == len(want["source_pieces"])
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_pages_picker_shows_the_layer_and_head_chosen(page, server):
+    """Kind, layer and head chosen over the heat map: each draws that map of the answer's
+    `attentions` (the mean of heads computed by the page), its rows and columns the pieces that
+    kind is over, quickly; the picker's default is the top cross-attention's mean of heads."""
+    page.fill("#translation-text", SENTENCES[1])
+    with page.expect_response("**/translate"):
+        page.click("#translation-form button")
+    page.wait_for_selector("#translation-picker:not([hidden])")
+    status, answer = server.post("/translate", {"sentences": [SENTENCES[1]], "attention": "all"})
+    maps = answer["results"][0]["attentions"]
+    shown = lambda pieces: [p.replace("\u2581", "\u2423") for p in pieces]  # noqa: E731
+    drawn = """() => { const c = document.querySelector('#translation-heatmap canvas');
+        const x = c.getContext('2d'), cell = Number(c.closest('.heatmap').dataset.cell);
+        const rows = c.height / cell, cols = c.width / cell, out = [];
+        for (let i = 0; i < rows; i++) { const row = [];
+          for (let j = 0; j < cols; j++) row.push(Array.from(
+            x.getImageData(j * cell + cell / 2, i * cell + cell / 2, 1, 1).data.slice(0, 3)));
+          out.push(row); }
+        return out; }"""
+    shade = """(w) => { const s = Math.sqrt(Math.min(Math.max(w, 0), 1)), L = [222, 235, 247],
+        D = [8, 48, 107]; return w > 0 ? L.map((c, k) => Math.round(c + (D[k] - c) * s))
+        : [255, 255, 255]; }"""
+
+    def colours(weights):
+        return [[page.evaluate(shade, w) for w in row] for row in weights]
+
+    def close(a, b):
+        return all(
+            abs(x - y) <= 2
+            for ra, rb in zip(a, b)
+            for ca, cb in zip(ra, rb)
+            for x, y in zip(ca, cb)
+        )
+
+    cross = torch.tensor(maps["cross"][0])  # (heads, target, memory)
+    assert page.locator("#translation-heatmap .tgt").all_text_contents() == shown(maps["target"])
+    assert close(page.evaluate(drawn), colours(cross.mean(0).tolist()))
+    page.select_option("#translation-kind", "encoder")
+    page.select_option("#translation-head", "1")
+    assert page.locator("#translation-heatmap .tgt").all_text_contents() == shown(maps["source"])
+    assert page.locator("#translation-heatmap .src").all_text_contents() == shown(maps["source"])
+    assert close(page.evaluate(drawn), colours(maps["encoder"][0][1]))
+    assert page.text_content("#translation-pieces-title").startswith("Encoder self-attention")
+    page.select_option("#translation-kind", "decoder")
+    assert page.locator("#translation-heatmap .src").all_text_contents() == shown(maps["inputs"])
+    assert close(page.evaluate(drawn), colours(maps["decoder"][0][1]))  # the head kept
+    started = time.monotonic()
+    page.hover("#translation-heatmap .tgt >> nth=1")
+    assert time.monotonic() - started < 1.0  # a hover stays quick
+    assert page.locator("#translation-heatmap .src.lit").count() == len(maps["inputs"])
 
 
 @pytest.mark.slow
@@ -1271,11 +1333,15 @@ def test_the_page_works_from_the_keyboard_alone(page, server, checkpoints, image
     tab_to(page, "#translation-form button")
     page.keyboard.press("Enter")
     page.wait_for_selector("#translation-result:not([hidden])")
-    status, answer = server.post("/translate", {"sentences": [sentence], "attention": True})
+    status, answer = server.post("/translate", {"sentences": [sentence], "attention": "all"})
     (want,) = answer["results"]
     assert page.text_content("#translation-output") == want["text"]
-    attention = want["attention"]
-    want = {**want, "pieces": attention["rows"], "source_pieces": attention["columns"]}
+    attention = want["attentions"]
+    want = {**want, "pieces": attention["target"], "source_pieces": attention["memory"]}
+    tab_to(page, "#translation-head")  # the picker by keyboard: head 1 of the one layer
+    page.keyboard.press("ArrowDown")
+    assert page.input_value("#translation-head") == "0"
+    assert "(layer 0, head 0)" in page.text_content("#translation-pieces-title")
     tab_to(page, "#translation-heatmap .src")  # the first source piece: the target pieces light up
     assert page.locator("#translation-heatmap .src.on").count() == 1
     assert page.locator("#translation-heatmap .tgt.lit").count() == len(want["pieces"])
@@ -1579,6 +1645,28 @@ def test_the_key_is_compared_in_constant_time_before_the_body_is_read(monkeypatc
     assert reached == ["/translate", "/"]
 
 
+def test_translate_gives_every_attention_by_layer_and_head_when_asked(server, translator):
+    """`"attention": "all"`: the best translation's `attentions` are the Python API's (an
+    ensemble's members averaged), over the pieces they name; alternatives carry none."""
+    sentence = SENTENCES[0]
+    body = {"sentences": [sentence, ""], "attention": "all", "beam": 2, "n_best": 2}
+    status, answer = server.post("/translate", body)
+    assert status == 200, answer
+    got, empty = answer["results"]
+    (want,) = translator.translate([sentence], beam=2, n_best=2, attention="all")
+    maps = want.attentions
+    for name in ("source", "target", "inputs", "memory"):
+        assert got["attentions"][name] == getattr(maps, name)
+    for kind in ("encoder", "decoder", "cross"):
+        layers = got["attentions"][kind]
+        assert len(layers) == len(maps.layers(kind)) == 1
+        assert torch.tensor(layers) == pytest.approx(torch.stack(maps.layers(kind)), abs=1e-3)
+    assert got["attention"]["rows"] == want.tokens  # the matrix of attention=True, as before
+    assert "attentions" not in got["alternatives"][0] and "attentions" not in empty
+    status, answer = server.post("/translate", {"sentences": [sentence], "attention": "every"})
+    assert status == 422, answer
+
+
 @pytest.mark.slow
 def test_an_attention_answer_over_the_servers_limit_is_refused_before_any_search(
     server, translator
@@ -1610,3 +1698,14 @@ def test_an_attention_answer_over_the_servers_limit_is_refused_before_any_search
     )
     assert server.post("/translate", {"sentences": over})[0] == 200
     assert server.post("/translate", {"sentences": over[:1], "attention": True})[0] == 200
+    # every attention: the served Transformer's 1 layer of 2 heads in each of the three kinds
+    s, t = size + 1, int(settings.max_length_ratio * (size + 1)) + settings.max_length_offset + 1
+    every = weights(sizes[:1]) + 2 * s * s + 2 * t * t + 2 * t * s
+    assert every > 5000
+    status, answer = server.post("/translate", {"sentences": over[:1], "attention": "all"})
+    assert status == 413, answer
+    assert answer["detail"] == (
+        f"with every attention, these 1 sentences could answer up to {every:,} weights (every "
+        "map, by layer and head); this server answers at most 5,000 a request: send fewer or "
+        'shorter sentences, or ask for "attention": true'
+    )

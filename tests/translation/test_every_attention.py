@@ -25,6 +25,7 @@ def models(toy_tokenizers, tmp_path_factory):
     }
     return {
         "transformer": seqtasks.load(translator(folder / "t.ckpt", toy_tokenizers, **parts)),
+        "transformer_b": seqtasks.load(translator(folder / "b.ckpt", toy_tokenizers, **parts)),
         "rnn": seqtasks.load(
             translator(folder / "r.ckpt", toy_tokenizers, encoder=RNN, decoder=BAHDANAU)
         ),
@@ -155,3 +156,23 @@ def test_translate_plots_a_grid_of_the_layers_and_heads_asked_for(
     assert not (tmp_path / "p2").exists()
     with pytest.raises(SystemExit):
         run_command(*argv, "--heads", "0")  # without --attention-plots
+
+
+def test_an_ensembles_maps_are_its_members_mean_layer_by_layer(models):
+    """As an ensemble's `attention` is its members' mean, so is each of its maps; members of
+    other layers cannot be averaged and are refused by name."""
+    one, other = models["transformer"], models["transformer_b"]
+    ensemble = seqtasks.load([one.checkpoints[0], other.checkpoints[0]])
+    (found,) = ensemble.translate(SOURCES[:1], beam=1, attention="all", max_length=10)
+    source, target = one.task.src_tokenizer.encode(SOURCES[0]), [found.attentions.target[:-1]]
+    ids = [one.task.tgt_tokenizer.sp.piece_to_id(p) for p in target[0]]
+    (a,), (b,) = one.every_attention([source], [ids]), other.every_attention([source], [ids])
+    for kind in ("encoder", "decoder", "cross"):
+        for mine, x, y in zip(found.attentions.layers(kind), a[kind], b[kind], strict=True):
+            torch.testing.assert_close(mine, (x + y) / 2, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        found.attentions.get("cross")[:-1], found.attention, rtol=1e-4, atol=1e-5
+    )
+    mixed = seqtasks.load([one.checkpoints[0], models["rnn"].checkpoints[0]])
+    with pytest.raises(ValueError, match="the 2 members' encoder attention differs"):
+        mixed.translate(SOURCES[:1], beam=1, attention="all", max_length=10)

@@ -18,7 +18,9 @@ const withKey = (init = {}) => {
   return key ? { ...init, headers: { ...init.headers, "X-API-Key": key } } : init;
 };
 
-async function ask(path, init, errorBox, resultBox, button) {
+async function ask(path, init, errorBox, resultBox, button, retry) {
+  // The answer's body, or null with the reason shown; `retry(status)` may give a request to
+  // send instead of failing (every attention over the server's limit: the plain attention).
   errorBox.hidden = true;
   button.disabled = true;
   try {
@@ -26,6 +28,8 @@ async function ask(path, init, errorBox, resultBox, button) {
     const text = await response.text();
     let body;
     try { body = JSON.parse(text); } catch { body = text; }
+    const again = !response.ok && retry && retry(response.status);
+    if (again) return await ask(path, again, errorBox, resultBox, button);
     if (!response.ok) throw new Error(explain(response.status, body));
     return body;
   } catch (error) {
@@ -119,7 +123,10 @@ function draw(find, result, image) {
   find("tree-view").hidden = !result.tree;
   if (result.tree) drawTree(find("tree"), readTree(result.tree));
   find("pieces-view").hidden = !(attention && attention.columns);
-  if (attention && attention.columns) heatmap(find("heatmap"), attention.rows, attention.columns, attention.weights);
+  find("picker").hidden = true;
+  find("pieces-title").textContent = "Attention: output pieces × source pieces";
+  if (result.attentions) picker(find, result.attentions); // every layer and head: choose one
+  else if (attention && attention.columns) heatmap(find("heatmap"), attention.rows, attention.columns, attention.weights);
   find("grid-view").hidden = !(attention && attention.grid && image);
   if (attention && attention.grid && image) overlays(find, attention, URL.createObjectURL(image));
 }
@@ -131,8 +138,11 @@ function start(task, about) {
     event.preventDefault();
     const init = request(find, form, about.attention, chosen);
     if (!init) return;
-    const answer = await ask(form.path, init, find("error"), find("result"), find("form").querySelector("button"));
+    let fell = false; // every attention would be over the server's --max-attention: ask for less
+    const less = (status) => (status === 413 && about.attention === "all" && (fell = true) ? request(find, form, true, chosen) : null);
+    const answer = await ask(form.path, init, find("error"), find("result"), find("form").querySelector("button"), less);
     if (answer) draw(find, answer.results[0], chosen());
+    if (answer) find("picker-note").hidden = !fell;
   });
   return find;
 }

@@ -139,6 +139,47 @@ function heatmap(map, rows, columns, weights) {
   });
 }
 
+// ---- every attention, by layer and head: a picker over the heat map --------------------------
+// What each kind of map is over (the answer's `attentions`: [layer][head][row][column]).
+const KINDS = {
+  cross: ["Cross-attention: output pieces × source pieces", "target", "memory"],
+  encoder: ["Encoder self-attention: source pieces × source pieces", "source", "source"],
+  decoder: ["Decoder self-attention: output pieces × the pieces it read", "target", "inputs"],
+};
+const MEAN = "mean";
+
+const meanOf = (heads) => heads[0].map((row, i) => row.map((_, j) => heads.reduce((sum, h) => sum + h[i][j], 0) / heads.length));
+
+function options(select, values, chosen) {
+  // `select`'s options, [value, label] each, keeping `chosen` (else the first) selected.
+  select.replaceChildren(...values.map(([value, label]) => el("option", { value }, label)));
+  select.value = values.some(([value]) => String(value) === String(chosen)) ? chosen : values[0][0];
+}
+
+function picker(find, attentions) {
+  // Kind, layer and head of the map the heat map shows; by default the top layer's
+  // cross-attention, the mean of its heads (what `attention` alone gives, and its EOS row).
+  const kind = find("kind"), layer = find("layer"), head = find("head");
+  const kinds = Object.keys(KINDS).filter((k) => attentions[k] && attentions[k].length);
+  const redraw = () => {
+    const maps = attentions[kind.value];
+    options(layer, maps.map((_, l) => [l, `layer ${l}`]), layer.value === "" ? maps.length - 1 : layer.value);
+    const heads = maps[Number(layer.value)];
+    options(head, [[MEAN, "mean of heads"], ...heads.map((_, h) => [h, `head ${h}`])], head.value || MEAN);
+    const [title, rows, columns] = KINDS[kind.value];
+    find("pieces-title").textContent = `${title} (layer ${layer.value}, ${head.value === MEAN ? "mean of heads" : `head ${head.value}`})`;
+    const weights = head.value === MEAN ? meanOf(heads) : heads[Number(head.value)];
+    heatmap(find("heatmap"), attentions[rows], attentions[columns], weights);
+  };
+  options(kind, kinds.map((k) => [k, KINDS[k][0].split(":")[0]]), "cross");
+  layer.value = ""; head.value = "";
+  kind.onchange = () => { layer.value = ""; redraw(); };
+  layer.onchange = redraw;
+  head.onchange = redraw;
+  find("picker").hidden = false;
+  redraw();
+}
+
 // ---- attention over an image grid: each word's weights laid over the photo -------------------
 function paint(canvas, weights, grid) {
   // One word's weights over the (H, W) grid, scaled so that its largest is white: the photo
