@@ -326,8 +326,8 @@ MUTANTS = [
     Mutant(
         "linear attention's causal parallel form without its lower triangle",
         "LinearSelfAttention.forward",
-        "kernel = (phi_q @ phi_k.transpose(-1, -2)).tril()",
-        "kernel = phi_q @ phi_k.transpose(-1, -2)",
+        "kernel = kernel.tril() if causal else kernel",
+        "kernel = kernel",
         ("test_linear_attention.py::test_causal_parallel_form_is_eq5_over_the_prefix",),
     ),
     Mutant(
@@ -1569,11 +1569,10 @@ MUTANTS = [
     Mutant(
         "a layer added on the way from POST /translate to the search loop",
         "TranslateEndpoint.run",
-        "            model.search_sources(inputs, settings, attention=attention), settings.n_best",
-        "            (lambda *a, **k: model.search_sources(*a, **k))(\n"
-        "                inputs, settings, attention=attention\n"
-        "            ),\n"
-        "            settings.n_best,",
+        "nbests = model.search_sources(inputs, settings, attention=bool(attention))",
+        "nbests = (lambda *a, **k: model.search_sources(*a, **k))(\n"
+        "            inputs, settings, attention=bool(attention)\n"
+        "        )",
         ("test_call_paths.py::test_post_translate_reaches_the_search_loop_in_six_calls",),
     ),
     Mutant(

@@ -24,7 +24,8 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from seqtasks.cli.arguments import Scored, add_alignment_options, text_file
+from seqtasks.cli.arguments import Scored, text_file
+from seqtasks.cli.attention_options import add_alignment_options
 
 RUN = ".alignment_report.evaluate"  # what scores, imported once the arguments are read
 HELP = "alignment error rate, precision and recall of attention's word alignments"

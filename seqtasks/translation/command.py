@@ -28,16 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from seqtasks.cli.arguments import (
     CommandParser,
-    add_alignment_options,
     add_device_option,
     add_max_tokens_option,
     add_model_option,
     add_search_options,
     check_outputs,
     given,
-    index_list,
     positive_int,
 )
+from seqtasks.cli.attention_options import add_alignment_options, add_plot_grid_options
 from seqtasks.cli.loading import CommandError, load_model
 from seqtasks.cli.streams import require_stdin, require_stdout, write_stdout
 from seqtasks.data.text import read_lines, read_stdin_lines
@@ -45,11 +44,6 @@ from seqtasks.io.files import write_atomic
 
 if TYPE_CHECKING:
     from seqtasks.tasks.attentions import Panels
-
-# attention.recording.KINDS and tasks.attentions.MEAN, spelled here so that --help imports no
-# torch (tests/cli/test_commands.py checks both)
-KINDS = ("encoder", "decoder", "cross")
-MEAN = "mean"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,27 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--n-best", type=positive_int, help="K hypotheses per line, at most the beam (default: 1)"
     )
     parser.add_argument("--attention-plots", type=Path, help="folder for one heat map per line")
-    parser.add_argument(
-        "--layers",
-        type=lambda text: index_list(text, "layer", negative=True),
-        metavar="L[,L…]|all",
-        help="with --attention-plots: a grid of these layers' maps per line (from 0 at the "
-        "bottom, -1 at the top), a row each; default with --heads: all",
-    )
-    parser.add_argument(
-        "--heads",
-        type=lambda text: index_list(text, "head", negative=False, words=(MEAN,)),
-        metavar="H[,H…]|mean|all",
-        help="with --attention-plots: these heads of each layer, a panel each ('mean': their "
-        "mean); default with --layers: all",
-    )
-    parser.add_argument(
-        "--attention-kind",
-        choices=KINDS,
-        default=None,
-        help="with --layers/--heads: the decoder's cross-attention (the default), or the "
-        "encoder's or the decoder's self-attention",
-    )
+    add_plot_grid_options(parser)
     parser.add_argument(
         "--alignments",
         type=Path,

@@ -119,11 +119,11 @@ def test_translate_plots_a_grid_of_the_layers_and_heads_asked_for(
     """One image a line with a translation, its panels those `panels` gives; the command's
     light copies of the kinds and of "mean" are the library's."""
     from seqtasks.attention.recording import KINDS
+    from seqtasks.cli import attention_options
     from seqtasks.io import plots
     from seqtasks.tasks.attentions import MEAN
-    from seqtasks.translation import command
 
-    assert (command.KINDS, command.MEAN) == (KINDS, MEAN)
+    assert (attention_options.KINDS, attention_options.MEAN) == (KINDS, MEAN)
     model = models["transformer"]
     given = tmp_path / "in.de"
     given.write_text("".join(line + "\n" for line in SOURCES))
