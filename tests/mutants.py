@@ -2715,8 +2715,8 @@ MUTANTS = [
     Mutant(
         "every caption's maps read from the first image of the batch",
         "Captioner.attach_caption_attentions",
-        "rows.append(i)",
-        "rows.append(0)",
+        "rows, targets = [i for i, _, _ in outputs], [t for _, t, _ in outputs]",
+        "rows, targets = [0 for i, _, _ in outputs], [t for _, t, _ in outputs]",
         ("test_attentions_of_each_task.py::test_a_captioners_maps_are_over_its_grid_cells[soft]",),
     ),
     Mutant(

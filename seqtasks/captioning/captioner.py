@@ -24,7 +24,7 @@ from seqtasks.tasks.attentions import (
     recorded_maps,
     wants_every_attention,
 )
-from seqtasks.tasks.model import Model, as_list, decoded, with_alternatives
+from seqtasks.tasks.model import Model, as_list, decoded, read_outputs, with_alternatives
 
 __all__ = ["Caption", "Captioner"]
 
@@ -112,19 +112,15 @@ class Captioner(Model):
     ) -> None:
         """Fill `attentions` of every caption and alternative: the images read again, one row
         per caption, under `recorded_maps`."""
-        rows, targets, outputs = [], [], []
-        for i, (nbest, caption) in enumerate(zip(nbests, captions, strict=True)):
-            for hypothesis, found in zip(nbest, [caption, *caption.alternatives]):
-                rows.append(i)
-                targets.append(hypothesis.tokens)
-                outputs.append(found)
+        outputs = read_outputs(nbests, captions)
+        rows, targets = [i for i, _, _ in outputs], [t for _, t, _ in outputs]
         self.check_forced(targets)
         cells = [f"{r},{c}" for r in range(grid[0]) for c in range(grid[1])]
         again = pixels.index_select(0, torch.tensor(rows, device=pixels.device))
         task = self.task
         every = recorded_maps(task, lambda: task.encoder(again), targets, [len(cells)] * len(rows))
         tokenizer = task.tokenizer
-        for tokens, maps, found in zip(targets, every, outputs, strict=True):
+        for (_, tokens, found), maps in zip(outputs, every, strict=True):
             found.attentions = Attentions(cells, cells, tokenizer.pieces([*tokens, EOS_ID]), **maps)
 
     def caption_of(self, hypothesis: Hypothesis, grid: tuple[int, int]) -> Caption:

@@ -27,6 +27,8 @@ from typing import Any
 
 from torch import Tensor
 
+from seqtasks.attention.recording import KINDS
+
 WEIGHT_DIGITS = 4
 
 
@@ -60,7 +62,7 @@ def every_attention(found: Any) -> dict[str, Any]:
     return {
         **{
             kind: [[weights(head) for head in layer] for layer in maps.layers(kind)]
-            for kind in ("encoder", "decoder", "cross")
+            for kind in KINDS
         },
         "source": maps.source,
         "target": maps.target,

@@ -41,6 +41,19 @@ def decoded(hypothesis: Hypothesis, tokenizer: Tokenizer) -> tuple:
     return text, pieces, hypothesis.score, hypothesis.attention
 
 
+def read_outputs(
+    nbests: Sequence[list[Hypothesis] | None], results: Sequence[Any]
+) -> list[tuple[int, list[int], Any]]:
+    """(input i, output token ids, result) for every result and alternative read from an
+    n-best list (none for an input without one)."""
+    return [
+        (i, hypothesis.tokens, found)
+        for i, (nbest, result) in enumerate(zip(nbests, results, strict=True))
+        if nbest is not None
+        for hypothesis, found in zip(nbest, [result, *result.alternatives])
+    ]
+
+
 def as_list(items: Sequence, what: str) -> list:
     """`items` as a list, refusing a lone string (a sequence of characters, not of inputs)."""
     if isinstance(items, (str, bytes)):
@@ -186,15 +199,11 @@ class Model:
         """Fill `attentions` of every result and of its alternatives (`every_attention`, over
         the hypothesis each was read from); `names(i, tokens)` gives the pieces the maps of
         source i and output `tokens` are over: (source, memory, target), with their EOS."""
-        pairs, outputs = [], []
-        for i, (nbest, result) in enumerate(zip(nbests, results, strict=True)):
-            if nbest is None:
-                continue
-            for hypothesis, found in zip(nbest, [result, *result.alternatives]):
-                pairs.append((i, hypothesis.tokens))
-                outputs.append(found)
-        every = self.every_attention([sources[i] for i, _ in pairs], [t for _, t in pairs])
-        for (i, tokens), maps, found in zip(pairs, every, outputs, strict=True):
+        outputs = read_outputs(nbests, results)
+        every = self.every_attention(
+            [sources[i] for i, _, _ in outputs], [t for _, t, _ in outputs]
+        )
+        for (i, tokens, found), maps in zip(outputs, every, strict=True):
             found.attentions = Attentions(*names(i, tokens), **maps)
 
     def check_forced(self, targets: Sequence[list[int]]) -> None:
