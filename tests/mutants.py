@@ -2746,6 +2746,38 @@ MUTANTS = [
         "self.get(kind, layer, 0)",
         ("test_every_attention.py::test_panels_are_the_layers_and_heads_asked_for",),
     ),
+    Mutant(
+        "the decoder-only model's recorded weights without the causal and padding mask",
+        "PromptedLayer.forward",
+        "joint = attention_weights(q, k, allowed)",
+        "joint = attention_weights(q, k, None)",
+        (
+            "test_prompted.py::"
+            "test_the_decoder_only_transformers_attention_is_its_one_softmax_block_by_block",
+            "test_every_attention.py::"
+            "test_a_decoder_only_models_one_attention_is_given_as_the_three_kinds",
+        ),
+    ),
+    Mutant(
+        "the decoder-only model's step recording its target block as the cross-attention",
+        "PromptedLayer.step",
+        "self.keep(cross=weights, decoder=on_target)",
+        "self.keep(cross=on_target, decoder=weights)",
+        (
+            "test_prompted.py::"
+            "test_the_decoder_only_transformers_attention_is_its_one_softmax_block_by_block",
+        ),
+    ),
+    Mutant(
+        "an ensemble's prompt maps looked for in each member's encoder alone (not its decoder)",
+        "recorded_maps",
+        '"encoder": log.layers("encoder", within=member),',
+        '"encoder": log.layers("encoder", within=member[:1]),',
+        (
+            "test_every_attention.py::"
+            "test_a_decoder_only_models_one_attention_is_given_as_the_three_kinds",
+        ),
+    ),
 ]
 
 

@@ -9,8 +9,10 @@ cross-attention its (R, H, T, S). They are computed from the module's own projec
 fused path, whose outputs stay what they were; outside a recording nothing is computed or kept.
 
 Which module is which is read off the parts by their contracts alone: each `Attention` (the
-attention over the source, `base.py`) records as "cross", each other module with
-`RecordsAttention` as its part's self-attention ("encoder" or "decoder"). A module applied
+attention over the source, `base.py`) records as "cross", each `RecordsBlock` as the kind it
+names (one kind's block of an attention that is several at once: the decoder-only Transformer's),
+each other module with `RecordsAttention` as its part's self-attention ("encoder" or
+"decoder"). A module applied
 several times in one pass (a Universal Transformer's one layer, at every depth step) records
 once per application; a recurrent decoder's attention records once per target position, and
 `Recording.layers` joins those positions into one map.
@@ -23,7 +25,7 @@ graph replays.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -48,6 +50,23 @@ class RecordsAttention:
             self.records.append(weights.detach())
 
 
+class RecordsBlock(nn.Module, RecordsAttention):
+    """Where a recording keeps one kind's block of an attention that is several kinds at once,
+    recorded as that kind: the decoder-only Transformer's one causal self-attention over
+    [prompt; target] is, block by block, the prompt reading itself ("encoder", as an encoder's
+    self-attention reads the source), the target reading the prompt ("cross") and the target
+    reading itself ("decoder"). It holds no parameters."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.kind = kind
+
+    def extra_repr(self) -> str:
+        return repr(self.kind)
+
+
 class Recording:
     """The attention modules of a recording, each with its kind (`KINDS`), in the order the
     parts hold them (layer by layer)."""
@@ -56,13 +75,13 @@ class Recording:
         self.modules = modules
 
     def layers(
-        self, kind: str, queries: int | None = None, within: nn.Module | None = None
+        self, kind: str, queries: int | None = None, within: Sequence[nn.Module] | None = None
     ) -> list[Tensor]:
-        """Every map of `kind` recorded (by the modules inside `within` alone, if given: one
-        member of an ensemble), layer by layer (an applied-again module's in the order of its
-        applications), each (B, H, `queries`, keys): a module whose records are one query
-        position each (a recurrent decoder's) has them joined, `queries` at a time; with
-        `queries` None, each record is a map.
+        """Every map of `kind` recorded (by the modules inside the parts `within` alone, if
+        given: one member of an ensemble, its encoder and decoder), layer by layer (an
+        applied-again module's in the order of its applications), each (B, H, `queries`,
+        keys): a module whose records are one query position each (a recurrent decoder's) has
+        them joined, `queries` at a time; with `queries` None, each record is a map.
 
         Raises:
             RuntimeError: after the recording's block.
@@ -73,7 +92,7 @@ class Recording:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if any(module.records is None for _, module in self.modules):
             raise RuntimeError("the recording has ended: read its layers inside its with block")
-        inside = None if within is None else set(map(id, within.modules()))
+        inside = None if within is None else {id(m) for part in within for m in part.modules()}
         maps: list[Tensor] = []
         for module_kind, module in self.modules:
             if module_kind != kind or not module.records:
@@ -109,7 +128,10 @@ def recording(parts: Mapping[str, nn.Module]) -> Iterator[Recording]:
             raise ValueError(f"parts are 'encoder' and 'decoder', got {name!r}")
         for module in part.modules():
             if isinstance(module, RecordsAttention):
-                kind = "cross" if isinstance(module, Attention) else name
+                if isinstance(module, RecordsBlock):
+                    kind = module.kind
+                else:
+                    kind = "cross" if isinstance(module, Attention) else name
                 modules.append((kind, module))
     for _, module in modules:
         module.records = []

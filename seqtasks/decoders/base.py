@@ -92,7 +92,10 @@ class Decoder(nn.Module, metaclass=ABCMeta):
 
     Decoding step by step gives the same logits and attention as `forward` (a tested
     invariant). A decoder without attention sets `gives_attention = False`; a task that needs
-    attention weights (for a loss term or a plot) refuses it when it is built.
+    attention weights (for a loss term or a plot) refuses it when it is built. Each row of the
+    attention sums to 1 over the memory, but where one softmax spans the memory and the
+    decoder's own past (the decoder-only Transformer: `attention_sums_to_one = False`), which
+    the loss terms that read it as a distribution refuse.
 
     During search the state holds R = B·K rows: K hypotheses per input, adjacent (rows
     b·K … b·K+K−1 belong to input b). What is derived from the memory once per input (attention
@@ -101,6 +104,7 @@ class Decoder(nn.Module, metaclass=ABCMeta):
 
     vocab_size: int
     gives_attention: ClassVar[bool] = True
+    attention_sums_to_one: ClassVar[bool] = True
     max_positions: int | None = None  # the most steps it can take (None: any), BOS included
 
     @abstractmethod

@@ -16,11 +16,18 @@ target alone: the logits returned are the target positions'.
 Search reads the prompt once in `start`, keeping each layer's prompt keys and values once per
 input (as the encoder–decoder Transformer keeps its projected memory), and each step adds one
 target position per row to growing caches of keys and values.
+
+Its attention over the memory is the last layer's weights of the target positions on the prompt,
+averaged over heads, as the encoder–decoder Transformer gives its last cross-attention; one
+softmax spans prompt and target, so a row's weights sum to its share on the prompt (at most 1),
+the rest falling on the target written so far. Under a recording (`attention="all"`) each
+layer's one attention is kept block by block as the three kinds the encoder–decoder has: the
+prompt reading itself ("encoder"), the target reading the prompt ("cross") and itself
+("decoder").
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,20 +35,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqtasks.attention.multihead import SelfAttention, fused_attention, merge_heads
 from seqtasks.decoders.base import Decoder, DecoderOutput
 from seqtasks.layers.memory import Memory
+from seqtasks.layers.prompted import Prompt, PromptedLayer, visible
 from seqtasks.layers.transformer import (
-    FeedForward,
-    Residual,
     StackNorm,
     Stream,
     TransformerSettings,
     grid_positions,
     init_linear_layers,
 )
-
-Prompt = tuple[Tensor, Tensor]  # one layer's prompt keys and values, (B, H, S, D/H) each
 
 
 @dataclass
@@ -63,78 +66,6 @@ class PromptedState:
     rows: Tensor | None = None
 
 
-class PromptedLayer(nn.Module):
-    """Causal self-attention over prompt and target, then the feed-forward net."""
-
-    def __init__(self, s: TransformerSettings):
-        super().__init__()
-        self.self_attention = s.self_attention_layer()
-        if type(self.self_attention) is not SelfAttention:
-            raise ValueError(
-                f"PromptedTransformerDecoder reads its prompt under a padding mask, which "
-                f"{type(self.self_attention).__name__} does not take: its self_attention must "
-                "be seqtasks.attention.SelfAttention"
-            )
-        self.dropout = s.attention_dropout
-        self.feed_forward = FeedForward(s.d_model, s.ff_dim)
-        self.residual_attention = Residual(s.d_model, s.norm, s.dropout)
-        self.residual_ff = Residual(s.d_model, s.norm, s.dropout)
-
-    def forward(self, stream: Stream, allowed: Tensor) -> tuple[Stream, Prompt]:
-        """Every position at once, position i attending to j where `allowed` (B, 1, L, L):
-        the stream and this layer's keys and values (B, H, L, D/H)."""
-        kept = None
-
-        def attend(h: Tensor) -> Tensor:
-            nonlocal kept
-            q, k, v = self.self_attention.project(h)
-            kept = (k, v)
-            p = self.dropout if self.training else 0.0
-            context = fused_attention(q, k, v, attn_mask=allowed, dropout_p=p)
-            return self.self_attention.out(merge_heads(context))
-
-        stream = self.residual_attention(stream, attend)
-        return self.residual_ff(stream, self.feed_forward), kept
-
-    def step(
-        self, stream: Stream, prompt: Prompt, mask: Tensor, keys: Tensor, values: Tensor,
-        rows: Tensor | None,
-    ) -> tuple[Stream, Tensor, Tensor]:  # fmt: skip
-        """One new target position per row: the stream, and the target caches extended by it
-        (their `rows` taken first, if given)."""
-        extended = None
-
-        def attend(h: Tensor) -> Tensor:
-            nonlocal extended
-            q, k, v = self.self_attention.project(h)  # (R, H, 1, d)
-            old_k, old_v = (keys, values) if rows is None else (keys[rows], values[rows])
-            extended = torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)
-            context = prompt_and_target_attention(q, prompt, mask, *extended)
-            return self.self_attention.out(merge_heads(context))
-
-        stream = self.residual_attention(stream, attend)
-        return self.residual_ff(stream, self.feed_forward), *extended
-
-
-def prompt_and_target_attention(
-    q: Tensor, prompt: Prompt, mask: Tensor, keys: Tensor, values: Tensor
-) -> Tensor:
-    """softmax(q [K_p; K_t]ᵀ/√d) [V_p; V_t] for queries q (R, H, 1, d), R = B·K rows: the
-    prompt's keys and values (B, H, S, d) read once per input by its K rows, masked by `mask`
-    (B, S); the rows' own target keys and values (R, H, t, d) -> (R, H, 1, d)."""
-    (prompt_k, prompt_v), batch = prompt, mask.size(0)
-    group = q.view(batch, -1, *q.shape[1:])  # (B, K, H, 1, d)
-    scale = 1 / math.sqrt(q.size(-1))
-    on_prompt = torch.einsum("bkhqd,bhsd->bkhqs", group, prompt_k) * scale
-    on_prompt = on_prompt.masked_fill(~mask[:, None, None, None, :], float("-inf"))
-    on_target = (q @ keys.transpose(-1, -2)).view(*group.shape[:-1], -1) * scale
-    weights = torch.softmax(torch.cat([on_prompt, on_target], -1), dim=-1)
-    w_prompt, w_target = weights.split([prompt_k.size(2), keys.size(2)], dim=-1)
-    context = torch.einsum("bkhqs,bhsd->bkhqd", w_prompt, prompt_v)
-    context = context.flatten(0, 1) + w_target.flatten(0, 1) @ values
-    return context
-
-
 class PromptedTransformerDecoder(Decoder):
     """A decoder-only Transformer over any memory taken as its prompt: a text encoder's states
     (`PromptEncoder`'s token vectors make it a single network, as the deck asks) or an image
@@ -149,7 +80,7 @@ class PromptedTransformerDecoder(Decoder):
             self-attention must be `SelfAttention` (softmax), which takes the padding mask.
     """
 
-    gives_attention = False
+    attention_sums_to_one = False  # its rows sum to the share on the prompt
 
     def __init__(
         self,
@@ -204,7 +135,9 @@ class PromptedTransformerDecoder(Decoder):
     def forward(
         self, memory: Memory, tgt_in: Tensor, need_attention: bool = False, per_head: bool = False
     ) -> DecoderOutput:
-        """(B, T) target inputs -> logits (B, T, V) of the target positions."""
+        """(B, T) target inputs -> logits (B, T, V) of the target positions; with
+        `need_attention`, the last layer's weights of the target over the prompt, averaged over
+        heads (B, T, S) or per head (B, H, T, S), as `step` gives them."""
         prompt_length, steps = memory.states.size(1), tgt_in.size(1)
         positions = memory.lengths[:, None] + torch.arange(steps, device=tgt_in.device)
         x = torch.cat(
@@ -215,16 +148,18 @@ class PromptedTransformerDecoder(Decoder):
             1,
         )
         stream: Stream = self.stack.begin(x)
-        allowed = visible(memory.mask, steps)
-        for layer in self.layers:
-            stream, _ = layer(stream, allowed)
-        return DecoderOutput(self.logits(self.stack.end(stream)[:, prompt_length:]), None)
+        allowed, last = visible(memory.mask, steps), len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            stream, _, weights = layer(stream, allowed, prompt_length, need_attention and i == last)
+        if weights is not None and not per_head:
+            weights = weights.mean(1)
+        return DecoderOutput(self.logits(self.stack.end(stream)[:, prompt_length:]), weights)
 
     def start(self, memory: Memory, beam_size: int = 1) -> PromptedState:
         stream: Stream = self.stack.begin(self.prompt_vectors(memory))
         allowed, prompt = visible(memory.mask, 0), []
         for layer in self.layers:
-            stream, kept = layer(stream, allowed)
+            stream, kept, _ = layer(stream, allowed, memory.states.size(1))
             prompt.append(kept)
         k = prompt[0][0]
         empty = k.new_zeros(k.size(0) * beam_size, k.size(1), 0, k.size(3))
@@ -237,7 +172,11 @@ class PromptedTransformerDecoder(Decoder):
             position=0,
         )
 
-    def step(self, prev_tokens: Tensor, state: PromptedState) -> tuple[Tensor, PromptedState, None]:
+    def step(
+        self, prev_tokens: Tensor, state: PromptedState
+    ) -> tuple[Tensor, PromptedState, Tensor]:
+        """(R,) previous tokens -> logits (R, V), the state one position on, and the last
+        layer's weights over the prompt averaged over heads (R, S)."""
         group = prev_tokens.size(0) // state.mask.size(0)
         positions = state.lengths.repeat_interleave(group)[:, None] + state.position  # (R, 1)
         length = state.mask.size(1) + state.position + 1
@@ -245,14 +184,14 @@ class PromptedTransformerDecoder(Decoder):
         stream: Stream = self.stack.begin(x)
         keys, values = [], []
         for i, layer in enumerate(self.layers):
-            stream, k, v = layer.step(
+            stream, k, v, weights = layer.step(
                 stream, state.prompt[i], state.mask, state.keys[i], state.values[i], state.rows
             )
             keys.append(k)
             values.append(v)
         logits = self.logits(self.stack.end(stream))[:, 0]
         state = replace(state, keys=keys, values=values, position=state.position + 1, rows=None)
-        return logits, state, None
+        return logits, state, weights.mean(1)[:, 0]
 
     def reorder(self, state: PromptedState, index: Tensor) -> PromptedState:
         """Row r continues old row index[r] (applied by the next step); dropping whole inputs
@@ -270,14 +209,3 @@ class PromptedTransformerDecoder(Decoder):
                 lengths=state.lengths[inputs],
             )
         return state
-
-
-def visible(mask: Tensor, steps: int) -> Tensor:
-    """(B, 1, L, L) for a prompt of mask (B, S) and `steps` target positions, L = S + steps:
-    position i sees j ≤ i where j is real, and itself (so a padded prompt position, whose
-    output nothing reads, never attends to nothing)."""
-    batch, length = mask.size(0), mask.size(1) + steps
-    real = torch.cat([mask, mask.new_ones(batch, steps)], 1)  # (B, L)
-    causal = torch.ones(length, length, dtype=torch.bool, device=mask.device).tril()
-    itself = torch.eye(length, dtype=torch.bool, device=mask.device)
-    return ((causal & real[:, None, :]) | itself)[:, None]

@@ -89,6 +89,7 @@ class EnsembleDecoder(Decoder):
         self.vocab_size = _agreed(sizes, "have different vocabularies: sizes")
         self.members = nn.ModuleList(members)
         self.gives_attention = all(member.gives_attention for member in members)
+        self.attention_sums_to_one = all(member.attention_sums_to_one for member in members)
         self.max_positions = _shortest(member.max_positions for member in members)
 
     def forward(

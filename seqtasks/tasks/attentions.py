@@ -40,11 +40,13 @@ class Attentions:
     layer from the bottom (a Universal Transformer's one layer: depth step by depth step):
 
     - `encoder`: the encoder's self-attention, `source` × `source` (none for an encoder
-      without self-attention: a recurrent, convolutional or image encoder);
+      without self-attention: a recurrent, convolutional or image encoder); for a decoder-only
+      model, its one network reading the prompt, causal;
     - `decoder`: the decoder's self-attention, `target` × `inputs`, causal (row i sees inputs
       0 … i); none for a recurrent decoder;
     - `cross`: the decoder's attention over the memory, `target` × `memory` (one layer for
-      a recurrent decoder).
+      a recurrent decoder). A decoder-only model's one softmax spans its prompt and its target,
+      so there a row's `cross` and `decoder` weights sum to 1 together.
 
     `target` holds the pieces written, EOS included (the rows), `inputs` what the decoder read
     writing them (BOS, then the target but its EOS), `memory` what the cross-attention reads:
@@ -151,13 +153,13 @@ def recorded_maps(
         # an ensemble's members (its parts' `members`), each recorded apart; or the one model
         encoders = list(getattr(task.encoder, "members", [task.encoder]))
         decoders = list(getattr(task.decoder, "members", [task.decoder]))
-        each = [
+        each = [  # a kind's maps may come from either part (a decoder-only model's "encoder")
             {
-                "encoder": log.layers("encoder", within=encoder),
-                "decoder": log.layers("decoder", steps, within=decoder),
-                "cross": log.layers("cross", steps, within=decoder),
+                "encoder": log.layers("encoder", within=member),
+                "decoder": log.layers("decoder", steps, within=member),
+                "cross": log.layers("cross", steps, within=member),
             }
-            for encoder, decoder in zip(encoders, decoders, strict=True)
+            for member in zip(encoders, decoders, strict=True)
         ]
         maps = {kind: members_mean([m[kind] for m in each], kind) for kind in KINDS}
     memory_lengths = memory.lengths.tolist()

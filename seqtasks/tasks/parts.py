@@ -53,16 +53,23 @@ def check_encoder(task: Any, factory: Callable[..., Encoder]) -> None:
 
 
 def check_decoder(task: Any, decoder: Decoder) -> None:
-    """Refuse a decoder without attention when a term of `task`'s objective reads it."""
+    """Refuse a decoder when a term of `task`'s objective reads its attention as a
+    distribution over the memory and it has none (`Decoder.attention_sums_to_one`)."""
     terms = {
         "attention_penalty": task.objective.attention_penalty,
         "entropy_weight": task.objective.entropy_weight,
     }
     needed = {name: value for name, value in terms.items() if value}
-    if needed and not decoder.gives_attention:
-        settings = " and ".join(f"{name}={value}" for name, value in needed.items())
-        raise ValueError(
-            f"{type(task).__name__} with {settings} needs attention weights, but "
-            f"{type(decoder).__name__} has no attention: set them to 0 or choose a decoder "
-            "with attention"
-        )
+    if not needed or (decoder.gives_attention and decoder.attention_sums_to_one):
+        return
+    settings = " and ".join(f"{name}={value}" for name, value in needed.items())
+    why = (
+        "has no attention"
+        if not decoder.gives_attention
+        else "shares one softmax between the memory and its own past, so its attention is no "
+        "distribution over the memory"
+    )
+    raise ValueError(
+        f"{type(task).__name__} with {settings} needs attention weights, but "
+        f"{type(decoder).__name__} {why}: set them to 0 or choose a decoder with attention"
+    )

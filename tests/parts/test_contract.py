@@ -15,6 +15,7 @@ from seqtasks.data.tokenizer import BOS_ID, PAD_ID
 from seqtasks.decoders import (
     BahdanauDecoder,
     LuongDecoder,
+    PromptedTransformerDecoder,
     ShowTellDecoder,
     SoftAttentionDecoder,
     TransformerDecoder,
@@ -61,10 +62,17 @@ def test_attention_has_one_shape_for_every_decoder(name):
         return
     alpha = output.attention
     assert alpha.shape == (B, T, S)
-    assert torch.allclose(alpha.sum(-1), torch.ones(B, T), atol=1e-5)
+    if decoder.attention_sums_to_one:
+        assert torch.allclose(alpha.sum(-1), torch.ones(B, T), atol=1e-5)
+    else:  # one softmax over the memory and the decoder's past: its share on the memory
+        assert torch.all((alpha.sum(-1) > 0) & (alpha.sum(-1) < 1))
     assert (alpha.masked_select(~m.mask[:, None, :].expand(B, T, S)) == 0).all()
-    transformer = isinstance(decoder, TransformerDecoder)
-    attention = decoder.layers[-1].cross_attention if transformer else decoder.attention
+    if isinstance(decoder, TransformerDecoder):
+        attention = decoder.layers[-1].cross_attention
+    elif isinstance(decoder, PromptedTransformerDecoder):
+        attention = decoder.layers[-1].self_attention  # the one attention, over the prompt
+    else:
+        attention = decoder.attention
     assert heads.shape == (B, attention.heads, T, S)
     assert torch.allclose(heads.mean(1), alpha, atol=1e-6)
     # step by step, each row's attention is the teacher-forced one
@@ -137,6 +145,17 @@ def test_a_task_that_needs_attention_refuses_a_decoder_without(setting):
             functools.partial(ShowTellDecoder, embed_dim=8, hidden_size=8),
             **{"attention_penalty": 0.0, **setting},
         )
+
+
+def test_a_term_that_reads_attention_as_a_distribution_refuses_the_decoder_only_model():
+    """The decoder-only Transformer's weights on its prompt share one softmax with its own
+    past: no distribution over the memory for a penalty or an entropy to read."""
+    decoder = functools.partial(
+        PromptedTransformerDecoder, d_model=8, num_heads=2, num_layers=1, ff_dim=8
+    )
+    with pytest.raises(ValueError, match="shares one softmax between the memory and its own past"):
+        caption_task(decoder, attention_penalty=1.0)
+    assert caption_task(decoder, attention_penalty=0.0).decoder.gives_attention
 
 
 def test_attention_plots_refuse_a_decoder_without_attention():

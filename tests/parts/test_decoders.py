@@ -175,10 +175,8 @@ for _name, _memory in (
 
 
 def teacher_forced(decoder, memory: Memory, tgt_in: torch.Tensor):
-    """The teacher-forced pass, asking for attention weights where that is optional."""
-    if isinstance(decoder, TransformerDecoder):
-        return decoder(memory, tgt_in, need_attention=True)
-    return decoder(memory, tgt_in)
+    """The teacher-forced pass, asking for attention weights (optional for some decoders)."""
+    return decoder(memory, tgt_in, need_attention=True)
 
 
 def random_memory(seed: int = 0, lengths: torch.Tensor = LENGTHS) -> Memory:
@@ -279,7 +277,11 @@ def test_padding_in_memory_is_ignored(name):
         return
     padded = ~memory.mask[:, None, :].expand(B, T, S)
     assert torch.all(clean_out.attention[padded] == 0)
-    torch.testing.assert_close(clean_out.attention.sum(-1), torch.ones(B, T))
+    shares = clean_out.attention.sum(-1)
+    if decoder.attention_sums_to_one:
+        torch.testing.assert_close(shares, torch.ones(B, T))
+    else:  # one softmax over the memory and its past: the share on the memory
+        assert torch.all((shares > 0) & (shares < 1))
 
 
 @pytest.mark.parametrize("name", DECODERS)

@@ -12,8 +12,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from seqtasks.attention import LinearSelfAttention
+from seqtasks.attention.recording import recording
 from seqtasks.decoders import PromptedRNNDecoder, PromptedTransformerDecoder
 from seqtasks.encoders import PromptEncoder
 from seqtasks.layers.memory import lengths_to_mask
@@ -54,8 +56,9 @@ def test_the_single_rnn_reads_the_prompt_then_writes_the_target_in_one_recurrenc
             torch.testing.assert_close(logits[row], expected, atol=1e-6, rtol=1e-5)
 
 
-def reference_transformer(decoder: PromptedTransformerDecoder, prompt, target):
-    """One row, (S', MEM) prompt and (T,) target, through a causal stack written out."""
+def reference_transformer(decoder: PromptedTransformerDecoder, prompt, target, weights=None):
+    """One row, (S', MEM) prompt and (T,) target, through a causal stack written out; each
+    layer's attention weights (H, S' + T, S' + T) appended to `weights`, if given."""
     d = decoder.embedding.embedding_dim
     length = prompt.size(0)
     table = decoder.embeddings.position_table(0, length + target.size(0))
@@ -74,7 +77,10 @@ def reference_transformer(decoder: PromptedTransformerDecoder, prompt, target):
             q, k, v = (part.unflatten(-1, (attention.heads, -1)).transpose(1, 2)
                        for part in attention.qkv(h).chunk(3, -1))  # fmt: skip
             scores = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).masked_fill(~causal, -1e9)
-            context = torch.softmax(scores, -1) @ v
+            probabilities = torch.softmax(scores, -1)
+            if weights is not None:
+                weights.append(probabilities[0])
+            context = probabilities @ v
             return attention.out(context.transpose(1, 2).flatten(-2))
 
         stream = layer.residual_attention(stream, attend)
@@ -100,6 +106,54 @@ def test_the_decoder_only_transformer_equals_a_causal_stack_over_prompt_and_targ
             expected = reference_transformer(decoder, memory.states[row, :length], target[row])
             torch.testing.assert_close(logits[row], expected, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.stack(steps, 1), logits, atol=1e-5, rtol=1e-5)
+
+
+def test_the_decoder_only_transformers_attention_is_its_one_softmax_block_by_block():
+    """Under a recording, each layer's one causal attention is kept as the prompt reading
+    itself ("encoder"), the target reading the prompt ("cross") and itself ("decoder"), each
+    equal to the hand-written stack's weights, teacher-forced and step by step; its attention
+    (as plotted) is the last layer's target-on-prompt block, heads averaged."""
+    torch.manual_seed(0)
+    decoder = PromptedTransformerDecoder(
+        VOCAB, MEM, d_model=8, num_heads=2, num_layers=2, ff_dim=16, dropout=0.0
+    ).eval()
+    source, mask, target = batch()
+    memory = encoded(source, mask)
+    with torch.no_grad(), recording({"decoder": decoder}) as log:
+        output = decoder(memory, target, need_attention=True, per_head=True)
+        forced = {kind: log.layers(kind, T) for kind in ("cross", "decoder")}
+        forced["encoder"] = log.layers("encoder")
+    with torch.no_grad(), recording({"decoder": decoder}) as log:
+        state, plotted = decoder.start(memory), []
+        for t in range(T):
+            _, state, weights = decoder.step(target[:, t], state)
+            plotted.append(weights)
+        grown = [m.records for kind, m in log.modules if kind == "decoder" and m.records]
+        stepped = {"cross": log.layers("cross", T), "encoder": log.layers("encoder")}
+        stepped["decoder"] = [
+            torch.cat([F.pad(w, (0, T - w.size(-1))) for w in records], 2) for records in grown
+        ]
+    for row, length in enumerate(LENGTHS.tolist()):
+        expected = []
+        reference_transformer(decoder, memory.states[row, :length], target[row], expected)
+        for layer, joint in enumerate(expected):
+            blocks = {
+                "encoder": (joint[:, :length, :length], slice(length), slice(length)),
+                "cross": (joint[:, length:, :length], slice(T), slice(length)),
+                "decoder": (joint[:, length:, length:], slice(T), slice(T)),
+            }
+            for kind, (block, rows, keys) in blocks.items():
+                for recorded in forced, stepped:
+                    got = recorded[kind][layer][row][:, rows, keys]
+                    torch.testing.assert_close(got, block, atol=1e-5, rtol=1e-5)
+            assert torch.all(forced["cross"][layer][row][:, :, length:] == 0)  # prompt padding
+        last = expected[-1][:, length:, :length]
+        torch.testing.assert_close(output.attention[row, :, :, :length], last, atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            torch.stack(plotted, 1)[row, :, :length], last.mean(0), atol=1e-5, rtol=0
+        )
+    shares = forced["cross"][-1].sum(-1) + forced["decoder"][-1].sum(-1)
+    torch.testing.assert_close(shares, torch.ones_like(shares))  # one softmax, two blocks
 
 
 @pytest.mark.parametrize("kind", ["rnn", "transformer"])

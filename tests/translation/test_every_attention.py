@@ -29,7 +29,14 @@ def models(toy_tokenizers, tmp_path_factory):
         "rnn": seqtasks.load(
             translator(folder / "r.ckpt", toy_tokenizers, encoder=RNN, decoder=BAHDANAU)
         ),
+        "decoder_only": seqtasks.load(translator(folder / "d.ckpt", toy_tokenizers, **ONE_NETWORK)),
     }
+
+
+ONE_NETWORK = {  # the decoder-only model: the source as a prompt, one causal stack
+    "encoder": {"class_path": "seqtasks.encoders.PromptEncoder", "init_args": {"embed_dim": 16}},
+    "decoder": {"class_path": "seqtasks.decoders.PromptedTransformerDecoder", "init_args": LAYERS},
+}
 
 
 def test_every_layer_and_head_over_its_pieces(models):
@@ -76,6 +83,40 @@ def test_a_recurrent_decoder_gives_its_one_attention(models):
     assert maps.encoder == [] and maps.decoder == []
     assert [m.shape for m in maps.cross] == [(1, len(maps.target), len(maps.source))]
     torch.testing.assert_close(maps.get("cross")[:-1], found.attention, rtol=1e-4, atol=1e-5)
+
+
+def test_a_decoder_only_models_one_attention_is_given_as_the_three_kinds(models):
+    """The one causal stack's attention, block by block: the prompt reading itself as the
+    encoder's, the target reading the prompt as the cross-attention and itself as the
+    decoder's, a row of the two latter summing to 1 together; the top layer's target-on-prompt
+    mean of heads is what the search attended with; batching changes nothing."""
+    model = models["decoder_only"]
+    found = model.translate(SOURCES, beam=2, n_best=2, attention="all", max_length=10)
+    first = found[0].attentions
+    source = model.source_pieces(SOURCES[0])
+    assert first.source == first.memory == source
+    s, t = len(source), len(first.target)
+    assert [m.shape for m in first.encoder] == [(2, s, s)] * 2
+    assert [m.shape for m in first.decoder] == [(2, t, t)] * 2
+    assert [m.shape for m in first.cross] == [(2, t, s)] * 2
+    assert all((m.triu(1) == 0).all() for m in first.encoder + first.decoder)
+    for weights in first.encoder:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    for cross, own in zip(first.cross, first.decoder, strict=True):
+        torch.testing.assert_close(cross.sum(-1) + own.sum(-1), torch.ones(2, t))
+        assert torch.all(cross.sum(-1) < 1 - 1e-4)  # the rest fell on the target
+    torch.testing.assert_close(first.get("cross")[:-1], found[0].attention, rtol=1e-4, atol=1e-5)
+    assert found[0].alternatives[0].attentions.target == [*found[0].alternatives[0].tokens, "</s>"]
+    (alone,) = model.translate(SOURCES[:1], beam=2, attention="all", max_length=10)
+    twice = seqtasks.load(model.checkpoints * 2)  # an ensemble: each member's prompt maps
+    (doubled,) = twice.translate(SOURCES[:1], beam=2, attention="all", max_length=10)
+    for kind in ("encoder", "decoder", "cross"):
+        for x, y, z in zip(
+            first.layers(kind), alone.attentions.layers(kind), doubled.attentions.layers(kind),
+            strict=True,
+        ):  # fmt: skip
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(x, z, rtol=1e-5, atol=1e-6)
 
 
 def test_what_cannot_be_given_is_refused(models):
