@@ -62,8 +62,8 @@ class PromptedLayer(nn.Module):
             if need_weights or self.blocks["cross"].recording:
                 joint = attention_weights(q, k, allowed)
                 weights = joint[..., prompt:, :prompt]
-                self.keep(prompt=joint[..., :prompt, :prompt], cross=weights)
-                self.keep(decoder=joint[..., prompt:, prompt:])
+                own = joint[..., prompt:, prompt:]
+                self.keep(encoder=joint[..., :prompt, :prompt], cross=weights, decoder=own)
             p = self.dropout if self.training else 0.0
             context = fused_attention(q, k, v, attn_mask=allowed, dropout_p=p)
             return self.self_attention.out(merge_heads(context))
@@ -92,11 +92,10 @@ class PromptedLayer(nn.Module):
         return self.residual_ff(stream, self.feed_forward), *extended, weights
 
     def keep(self, **blocks: Tensor) -> None:
-        """Record each block of the attention given ("prompt" as the kind "encoder") that has
-        queries, if recording."""
-        for name, weights in blocks.items():
+        """Record each block given by its kind that has queries, if recording."""
+        for kind, weights in blocks.items():
             if weights.size(-2):
-                self.blocks["encoder" if name == "prompt" else name].keep(weights)
+                self.blocks[kind].keep(weights)
 
 
 def prompt_and_target_attention(
