@@ -2778,6 +2778,13 @@ MUTANTS = [
             "test_a_decoder_only_models_one_attention_is_given_as_the_three_kinds",
         ),
     ),
+    Mutant(
+        "the share of distinct captions counting every caption, repeated ones too",
+        "captioning_report",
+        "distinct = len({c.text for c in captions})",
+        "distinct = len([c.text for c in captions])",
+        ("test_caption_apps.py::test_evaluate_captioning_scores_each_caption_against_its_own_image",),
+    ),
 ]
 
 

@@ -185,6 +185,13 @@ def captioning_report(
     report = asdict(scores)
     lines = [f"BLEU-{n} = {getattr(scores, f'bleu{n}'):.2f}" for n in range(1, 5)]
     lines.append(f"CIDEr-D = {scores.cider:.2f}")
+    # how varied the captions are: self-critical training is known to narrow them
+    distinct = len({c.text for c in captions})
+    report["distinct_captions"] = 100 * distinct / len(captions)
+    lines.append(
+        f"distinct captions = {distinct} of {len(captions)} "
+        f"({report['distinct_captions']:.2f} %)"
+    )
     if meteor:
         found = scores.meteor
         shown = "not computed (needs pycocoevalcap and Java)" if found is None else f"{found:.2f}"

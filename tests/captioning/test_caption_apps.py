@@ -303,8 +303,12 @@ def test_evaluate_captioning_scores_each_caption_against_its_own_image(
         + ["--split", "holdout", "--batch-size", "4", "--no-meteor", "--json", "--device", "cpu"]
     )
     assert status == 0
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = capsys.readouterr().out
+    report = json.loads(out.strip().splitlines()[-1])
     assert report["images"] == 6 and report["exact_match"] == pytest.approx(50.0)
+    assert len({texts[0], texts[2], texts[4]}) == 3  # three captions, then "a red" three times
+    assert report["distinct_captions"] == pytest.approx(100 * 4 / 6)
+    assert "distinct captions = 4 of 6 (66.67 %)" in out.splitlines()
     references = {i: image.captions for i, image in enumerate(images)}
     cider, _ = Cider().compute_score(references, {i: [t] for i, t in enumerate(texts)})
     assert report["cider"] == pytest.approx(100 * cider, abs=1e-6) and cider > 0
