@@ -10,12 +10,12 @@ fused path, whose outputs stay what they were; outside a recording nothing is co
 
 Which module is which is read off the parts by their contracts alone: each `Attention` (the
 attention over the source, `base.py`) records as "cross", each `RecordsBlock` as the kind it
-names (one kind's block of an attention that is several at once: the decoder-only Transformer's),
-each other module with `RecordsAttention` as its part's self-attention ("encoder" or
-"decoder"). A module applied
-several times in one pass (a Universal Transformer's one layer, at every depth step) records
-once per application; a recurrent decoder's attention records once per target position, and
-`Recording.layers` joins those positions into one map.
+names (one kind's block of an attention that is several at once: the decoder-only
+Transformer's), each other module with `RecordsAttention` as its part's self-attention
+("encoder" or "decoder"). A module applied several times in one pass (a Universal
+Transformer's one layer, at every depth step) records once per application; a recurrent
+decoder's attention records once per target position, and `Recording.layers` joins those
+positions into one map.
 
 Kinds that keep no matrix of weights record nothing: the linear memories with other writes than
 linear attention's (gated, delta rule, test-time training: `linear_memory.py`), linear attention
