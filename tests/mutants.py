@@ -2783,7 +2783,9 @@ MUTANTS = [
         "captioning_report",
         "distinct = len({c.text for c in captions})",
         "distinct = len([c.text for c in captions])",
-        ("test_caption_apps.py::test_evaluate_captioning_scores_each_caption_against_its_own_image",),
+        (
+            "test_caption_apps.py::test_evaluate_captioning_scores_each_caption_against_its_own_image",
+        ),
     ),
 ]
 

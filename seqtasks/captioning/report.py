@@ -189,8 +189,7 @@ def captioning_report(
     distinct = len({c.text for c in captions})
     report["distinct_captions"] = 100 * distinct / len(captions)
     lines.append(
-        f"distinct captions = {distinct} of {len(captions)} "
-        f"({report['distinct_captions']:.2f} %)"
+        f"distinct captions = {distinct} of {len(captions)} ({report['distinct_captions']:.2f} %)"
     )
     if meteor:
         found = scores.meteor
