@@ -69,7 +69,7 @@ class PromptedLayer(nn.Module):
             return self.self_attention.out(merge_heads(context))
 
         stream = self.residual_attention(stream, attend)
-        return self.residual_ff(stream, self.feed_forward), kept, weights
+        return self.residual_ff(stream, self.feed_forward), kept, weights if need_weights else None
 
     def step(
         self, stream: Stream, prompt: Prompt, mask: Tensor, keys: Tensor, values: Tensor,

@@ -123,6 +123,7 @@ def test_the_decoder_only_transformers_attention_is_its_one_softmax_block_by_blo
         output = decoder(memory, target, need_attention=True, per_head=True)
         forced = {kind: log.layers(kind, T) for kind in ("cross", "decoder")}
         forced["encoder"] = log.layers("encoder")
+        assert decoder(memory, target).attention is None  # recorded, but not asked for
     with torch.no_grad(), recording({"decoder": decoder}) as log:
         state, plotted = decoder.start(memory), []
         for t in range(T):
