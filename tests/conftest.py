@@ -186,6 +186,17 @@ def write_toy_corpus(folder: Path, tokenizers, splits: dict[str, tuple[list[str]
     return folder
 
 
+def write_monolingual(folder: Path, train: list[str], val: list[str], spm: bytes | None = None):
+    """`train.txt` and `val.txt` (a sentence a line) in `folder`, and `spm.model` when given,
+    as MonolingualData reads them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, lines in (("train", train), ("val", val)):
+        (folder / f"{split}.txt").write_text("".join(f"{line}\n" for line in lines))
+    if spm is not None:
+        (folder / "spm.model").write_bytes(spm)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def toy_data_dir(multi30k_lines, toy_tokenizers, tmp_path_factory) -> Path:
     """A small clean De→En corpus: 200 training, 20 validation and 20 test pairs."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import REPO, flickr8k_subset, prepare_ptb, subprocess_env
+from conftest import REPO, flickr8k_subset, prepare_ptb, subprocess_env, write_monolingual
 
 from seqtasks.captioning.data import CaptionData, ShapesData
 from seqtasks.cli.main import main
@@ -95,12 +95,9 @@ def data_overrides(
             "--model.init_args.encoder.init_args.pretrained=false",
         ]
     if issubclass(cls, MonolingualData):  # text a line, read with the corpus' German tokeniser
-        folder = tmp_path / "monolingual"
-        folder.mkdir()
         lines = (multi30k_dir / "train.de").read_text().splitlines()
-        (folder / "train.txt").write_text("".join(f"{line}\n" for line in lines[:200]))
-        (folder / "val.txt").write_text("".join(f"{line}\n" for line in lines[200:240]))
-        (folder / "spm.model").write_bytes((multi30k_dir / "spm.de.model").read_bytes())
+        spm = (multi30k_dir / "spm.de.model").read_bytes()
+        folder = write_monolingual(tmp_path / "monolingual", lines[:200], lines[200:240], spm)
         return ["--data.init_args.data_dir", str(folder), *SMALL_BATCHES]
     pytest.fail(f"{config}: test_cli.py does not know how to give data to {cls.__name__}")
 

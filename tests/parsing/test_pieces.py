@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, write_monolingual
 
 import seqtasks
 from seqtasks.cli.main import main
@@ -153,8 +153,7 @@ def english_mlm(ptb_dir, english, tmp_path_factory) -> Path:
     """A tiny masked LM of the sample's training words, read with `english`: 6 steps."""
     root = tmp_path_factory.mktemp("english_mlm")
     lines = [" ".join(t.leaves()) for t in read_treebank(ptb_dir / "train.mrg")[:300]]
-    (root / "train.txt").write_text("".join(f"{line}\n" for line in lines[:280]))
-    (root / "val.txt").write_text("".join(f"{line}\n" for line in lines[280:]))
+    write_monolingual(root, lines[:280], lines[280:])
     main(
         [
             "fit",

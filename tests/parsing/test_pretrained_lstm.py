@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, write_monolingual
 
 import seqtasks
 from seqtasks.cli.main import main
@@ -43,12 +43,11 @@ def test_the_fast_parser_starts_from_the_bilstm_masked_lm_its_config_names(
     ptb_dir, toy_tokenizers, tmp_path, monkeypatch, run_command
 ):
     monkeypatch.chdir(tmp_path)
-    text = tmp_path / "data/monolingual"  # where both configs read the LM's text and pieces
-    text.mkdir(parents=True)
     lines = [" ".join(t.leaves()) for t in read_treebank(ptb_dir / "train.mrg")[:240]]
-    (text / "train.txt").write_text("".join(f"{line}\n" for line in lines[:200]))
-    (text / "val.txt").write_text("".join(f"{line}\n" for line in lines[200:]))
-    (text / "spm.model").write_bytes(toy_tokenizers[1].proto)
+    # where both configs read the LM's text and pieces
+    write_monolingual(
+        tmp_path / "data/monolingual", lines[:200], lines[200:], toy_tokenizers[1].proto
+    )
     lm = fit("pretraining/mlm_lstm.yaml", tmp_path / "lm")
     code, _, err = run_command(
         "export", str(lm), "runs/pretraining/mlm_lstm_model", "--to", "folder"

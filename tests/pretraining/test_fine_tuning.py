@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, write_monolingual
 
 from seqtasks.cli.main import main
 from seqtasks.decoders import TransformerDecoder
@@ -40,9 +40,7 @@ def german_mlm(toy_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     steps of `seqtasks fit` from configs/pretraining/mlm.yaml; its best checkpoint."""
     root = tmp_path_factory.mktemp("german_mlm")
     lines = (toy_data_dir / "train.de").read_text().splitlines()
-    (root / "train.txt").write_text("".join(f"{line}\n" for line in lines[:180]))
-    (root / "val.txt").write_text("".join(f"{line}\n" for line in lines[180:]))
-    (root / "spm.model").write_bytes((toy_data_dir / "spm.de.model").read_bytes())
+    write_monolingual(root, lines[:180], lines[180:], (toy_data_dir / "spm.de.model").read_bytes())
     main(
         [
             "fit",
