@@ -32,7 +32,7 @@ KINDS: dict[str, re.Pattern] = {
     name: re.compile(pattern, re.IGNORECASE)
     for name, pattern in {
         "attention": r"flash|fmha|scaled_dot_product|efficient_attention|attention",
-        "matmul": r"gemm|xmma|cutlass|cublas|aten::(mm|addmm|bmm|baddbmm|matmul|linear)\b",
+        "matmul": r"gemm|xmma|nvjet|cutlass|cublas|aten::(mm|addmm|bmm|baddbmm|matmul|linear)\b",
         "optimizer": r"adam|multi_tensor|foreach|optimizer",
         "copy/gather": r"memcpy|memset|pin_memory|aten::(copy_|to|_to_copy|contiguous|cat|stack|"
         r"index_select|gather|scatter|index)\b|catarray|gather|scatter|index_",

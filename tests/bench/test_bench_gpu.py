@@ -184,6 +184,7 @@ def test_the_profile_sorts_work_by_kind_and_counts_the_device_busy_once(monkeypa
     profile = load_script("bench/gpu_profile.py")
     names = {
         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNN": "matmul",  # cuBLASLt on an H200
         "aten::addmm": "matmul",
         "flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>": "attention",
         "aten::_scaled_dot_product_efficient_attention": "attention",
