@@ -173,6 +173,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--tokenizer", type=Path, help="a sentencepiece model to use, not train")
     parser.add_argument("--vocab-size", type=positive_int, default=8000)
+    parser.add_argument(
+        "--model-type",
+        choices=("unigram", "bpe", "word"),
+        default="unigram",
+        help="the trained tokeniser's kind: subwords (unigram, bpe) or whole words (word: one "
+        "piece a word, the rest unknown; for a parser that reads words)",
+    )
     parser.add_argument("--out", default=Path("data/monolingual"), type=Path)
     args = parser.parse_args(argv)
     if not args.corpora and not args.text:
@@ -233,10 +240,11 @@ def main(argv: list[str] | None = None) -> None:
     train_lines = [s for block in train for s in block]
     if tokenizer is None:
         start = (
-            f"training a unigram model of {args.vocab_size:,} pieces on {len(train_lines):,} lines"
+            f"training a {args.model_type} model of {args.vocab_size:,} pieces on "
+            f"{len(train_lines):,} lines"
         )
         with Preparation("sentencepiece", start, ticking=True):
-            tokenizer = train_sentencepiece(train_lines, args.vocab_size)
+            tokenizer = train_sentencepiece(train_lines, args.vocab_size, args.model_type)
 
     write_atomic(args.out / "train.txt", as_text(train))
     write_atomic(args.out / "val.txt", as_text(val))
@@ -247,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         "val": sum(map(len, val)),
         "held_out_files": [str(p) for p in checked],
         "dropped_as_held_out": dropped,
-        "tokenizer": f"trained, {tokenizer.vocab_size} pieces"
+        "tokenizer": f"trained, {args.model_type}, {tokenizer.vocab_size} pieces"
         if args.tokenizer is None
         else str(args.tokenizer),
     }

@@ -2787,6 +2787,27 @@ MUTANTS = [
             "test_caption_apps.py::test_evaluate_captioning_scores_each_caption_against_its_own_image",
         ),
     ),
+    Mutant(
+        "monolingual.py's --model-type not passed on: a word tokeniser trained as subwords",
+        "main",
+        "tokenizer = train_sentencepiece(train_lines, args.vocab_size, args.model_type)",
+        "tokenizer = train_sentencepiece(train_lines, args.vocab_size)",
+        ("test_monolingual.py::test_a_word_tokeniser_reads_each_word_it_knows_as_one_piece",),
+    ),
+    Mutant(
+        "a word tokeniser's unknown word not taken as a word: the parser loses its position",
+        "SourcePieces.__init__",
+        "if all(self.word_starts[EOS_ID + 1 :]):",
+        "if False:",
+        ("test_pieces.py::test_a_word_tokeniser_reads_an_unknown_word_as_one_unknown_piece",),
+    ),
+    Mutant(
+        "a subword tokeniser's unknown piece taken as a word's start (a word split in two)",
+        "SourcePieces.__init__",
+        "if all(self.word_starts[EOS_ID + 1 :]):",
+        "if True:",
+        ("test_pieces.py::test_a_word_tokeniser_reads_an_unknown_word_as_one_unknown_piece",),
+    ),
 ]
 
 

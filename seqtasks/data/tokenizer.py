@@ -81,7 +81,7 @@ class SentencePieceTokenizer:
 def train_sentencepiece(
     lines: Iterable[str],
     vocab_size: int,
-    model_type: Literal["bpe", "unigram", "char"] = "unigram",
+    model_type: Literal["bpe", "unigram", "char", "word"] = "unigram",
     character_coverage: float = 1.0,
 ) -> SentencePieceTokenizer:
     """Train a sentencepiece model in memory with seqtasks' special-token ids."""

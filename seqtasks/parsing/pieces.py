@@ -5,7 +5,9 @@ pre-trained on (`seqtasks.tasks.pretrained`).
 
 Each word is encoded on its own, so a word's pieces are never shared with a neighbour's and its
 first piece is the one that starts with sentencepiece's word boundary "▁"; the encoder's
-annotation of that piece stands for the word, and the source's EOS for itself.
+annotation of that piece stands for the word, and the source's EOS for itself. A tokeniser of
+whole words (`data_prep/monolingual.py --model-type word`) has no piece inside a word, so the
+one `<unk>` it reads a word it lacks as stands for that word.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from seqtasks.data.tokenizer import EOS_ID, SentencePieceTokenizer
+from seqtasks.data.tokenizer import EOS_ID, UNK_ID, SentencePieceTokenizer
 from seqtasks.layers.memory import Memory, lengths_to_mask
 
 BOUNDARY = "▁"  # sentencepiece's mark of a word's start (U+2581)
@@ -34,6 +36,8 @@ class SourcePieces:
         self.tokenizer = SentencePieceTokenizer(proto, name="the parser's source tokeniser")
         self.tokens = self.tokenizer.pieces(range(self.tokenizer.vocab_size))
         self.word_starts = [piece.startswith(BOUNDARY) for piece in self.tokens]
+        if all(self.word_starts[EOS_ID + 1 :]):  # whole words: the unknown one is a word too
+            self.word_starts[UNK_ID] = True
         self.word_starts[EOS_ID] = True
         self.starts = torch.tensor(self.word_starts)  # (V,) bool: the id begins a word, or EOS
 

@@ -221,3 +221,22 @@ def test_a_second_run_into_the_task_data_does_not_hold_out_its_own_validation(
     monolingual.main(args)
     assert written(out) == first
     assert json.loads((out / "sources.json").read_text())["held_out_files"] == []
+
+
+def test_a_word_tokeniser_reads_each_word_it_knows_as_one_piece(tmp_path, multi30k_lines):
+    """--model-type word: a piece a word (whole, never split), and an unknown word is one
+    unknown piece; a parser reading words through it keeps one position a word."""
+    from seqtasks.data.tokenizer import UNK_ID, SentencePieceTokenizer
+
+    text = tmp_path / "train.de"
+    text.write_text("".join(f"{line}\n" for line in multi30k_lines["de"][:300]))
+    out = tmp_path / "out"
+    args = ["--corpora", "--text", str(text), "--model-type", "word", "--vocab-size", "300"]
+    monolingual.main(args + ["--task-data", str(tmp_path / "none"), "--out", str(out)])
+    tokenizer = SentencePieceTokenizer.from_file(out / "spm.model")
+    sources = json.loads((out / "sources.json").read_text())
+    assert sources["tokenizer"] == "trained, word, 300 pieces"
+    words = "ein Mann und eine Frau Quantenchromodynamik".split()
+    pieces = tokenizer.pieces(tokenizer.encode(" ".join(words)))
+    assert pieces[:5] == [f"▁{word}" for word in words[:5]]
+    assert tokenizer.encode(words[-1]) == [UNK_ID] and len(pieces) == len(words)

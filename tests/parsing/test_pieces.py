@@ -54,6 +54,23 @@ def test_each_word_reads_as_its_own_pieces_and_its_first_marks_the_word(toy_toke
     ]
 
 
+def test_a_word_tokeniser_reads_an_unknown_word_as_one_unknown_piece(
+    toy_tokenizers, ptb_dir, multi30k_lines
+):
+    """A tokeniser of whole words (`monolingual.py --model-type word`) has no piece inside a
+    word: a word it lacks is one `<unk>`, which stands for the word. A subword tokeniser's
+    `<unk>` may sit inside a word, so it never starts one there."""
+    from seqtasks.data.tokenizer import UNK_ID, train_sentencepiece
+
+    words = train_sentencepiece(multi30k_lines["en"][:300], 300, "word")
+    source = SourcePieces(words.proto)
+    ids = source.encode_words(["a", "man", "Vinken", "."])
+    assert ids[2] == UNK_ID and len(ids) == 4 and bool(source.starts[torch.tensor(ids)].all())
+    assert not SourcePieces(toy_tokenizers[1].proto).starts[UNK_ID]
+    leaves = read_treebank(ptb_dir / "dev.mrg")[0].leaves()
+    assert len(source.encode_words(leaves)) == len(leaves)  # one position a word
+
+
 def test_a_word_whose_pieces_lose_its_start_is_refused_by_name(toy_tokenizers, monkeypatch):
     source = SourcePieces(toy_tokenizers[1].proto)
     inside = next(i for i, p in enumerate(source.tokens) if i > EOS_ID and p[0] != "▁")
