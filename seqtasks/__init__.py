@@ -12,7 +12,7 @@ import importlib
 
 from seqtasks import old_names
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 
 
 def __getattr__(name: str):
