@@ -35,6 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs/pretraining/mlm.yaml"
 
 
+def instantiate(parser):
+    """jsonargparse's `instantiate` (named `instantiate_classes` before 4.49)."""
+    return getattr(parser, "instantiate", None) or parser.instantiate_classes
+
+
 def build(config: Path, vocab_size: int) -> MaskedLMTask:
     from jsonargparse import ArgumentParser
 
@@ -42,7 +47,7 @@ def build(config: Path, vocab_size: int) -> MaskedLMTask:
     spec["init_args"]["src_vocab_size"] = vocab_size
     parser = ArgumentParser()
     parser.add_argument("--model", type=MaskedLMTask)
-    return parser.instantiate_classes(parser.parse_object({"model": spec})).model
+    return instantiate(parser)(parser.parse_object({"model": spec})).model
 
 
 def encoder_pass(task: MaskedLMTask, batches: list) -> float:

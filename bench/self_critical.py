@@ -37,6 +37,11 @@ from seqtasks.translation.task import TranslationTask  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def instantiate(parser):
+    """jsonargparse's `instantiate` (named `instantiate_classes` before 4.49)."""
+    return getattr(parser, "instantiate", None) or parser.instantiate_classes
+
+
 def build(checkpoint: Path | None, data: TranslationData) -> TranslationTask:
     if checkpoint is not None:
         return TranslationTask.load_from_checkpoint(checkpoint, map_location="cpu")
@@ -50,7 +55,7 @@ def build(checkpoint: Path | None, data: TranslationData) -> TranslationTask:
         "src_vocab_size": data.src_vocab_size,
         "tgt_vocab_size": data.tgt_vocab_size,
     }
-    task = parser.instantiate_classes(parser.parse_object({"model": spec})).model
+    task = instantiate(parser)(parser.parse_object({"model": spec})).model
     task.set_tokenizers(data.src_tokenizer, data.tgt_tokenizer)
     return task
 
