@@ -28,33 +28,13 @@ from seqtasks.training.positions import check_positions
 
 class MaskedLMHead(nn.Module):
     """BERT's output layer (its `BertLMPredictionHead`): a dense layer, GELU and LayerNorm over
-    each state, then logits over the pieces by the encoder's own embedding table when it has
-    one of the states' width (tied, as BERT ties them), else by a layer of its own.
+    each state, then logits over the pieces, by the encoder's own embedding table when it has
+    one of the states' width (tied, as BERT ties them), else by a layer of its own."""
 
-    With `project` and a table of another width than the states' (a BiRNN's annotations are
-    twice its embeddings), the dense layer maps the states to the table's width and the table
-    gives the logits: tied still, the output layer factorised through the embedding width as in
-    ALBERT (Lan et al. 2020, §3.1; tying by Press & Wolf 2017). The LayerNorm's gain then starts at
-    1 / (√E · rms(table)), so that the first logits have unit scale whatever the table's
-    initialisation (a N(0, 1) table would give logits of √E and a softmax whose gradients
-    underflow to denormals, which the CPU multiplies many times slower)."""
-
-    def __init__(
-        self, width: int, vocab_size: int, embedding: nn.Embedding | None, project: bool = False
-    ):
+    def __init__(self, width: int, vocab_size: int, embedding: nn.Embedding | None):
         super().__init__()
-        table = None if embedding is None else embedding.weight
-        tied = (
-            table is not None
-            and table.shape[0] == vocab_size
-            and (project or table.shape[1] == width)
-        )
-        inner = table.shape[1] if tied else width
-        self.transform = nn.Sequential(nn.Linear(width, inner), nn.GELU(), nn.LayerNorm(inner))
-        if inner != width:
-            with torch.no_grad():
-                gain = 1 / (inner**0.5 * table.detach().float().pow(2).mean().sqrt())
-                self.transform[2].weight.fill_(float(gain))
+        self.transform = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.LayerNorm(width))
+        tied = embedding is not None and embedding.weight.shape == (vocab_size, width)
         self.embedding = embedding if tied else None  # not a parameter of its own: tied
         self.output = None if tied else nn.Linear(width, vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(vocab_size))
@@ -100,9 +80,6 @@ class MaskedLMTask(StoredEntries, TrainingHooks, CheckpointHooks, L.LightningMod
         encoder: built as `encoder(src_vocab_size)`; any encoder that reads tokens.
         src_vocab_size: linked from the DataModule by the CLI.
         next_sentence_weight: the weight of next-sentence prediction (0: no such head).
-        project_output: tie the output layer to an embedding table narrower than the states,
-            through a projection to its width (`MaskedLMHead`); False gives such an encoder an
-            output layer of its own, as seqtasks 0.9.0 did.
         optimizer, lr_scheduler, monitor: as every task's (`EncoderDecoderTask`).
     """
 
@@ -116,7 +93,6 @@ class MaskedLMTask(StoredEntries, TrainingHooks, CheckpointHooks, L.LightningMod
         encoder: Callable[[int], Encoder],
         src_vocab_size: int,
         next_sentence_weight: float = 0.0,
-        project_output: bool = False,
         optimizer: OptimizerCallable = torch.optim.Adam,
         lr_scheduler: LRSchedulerCallable | None = None,
         monitor: str = "val/accuracy",
@@ -126,8 +102,7 @@ class MaskedLMTask(StoredEntries, TrainingHooks, CheckpointHooks, L.LightningMod
         check_encoder(self, encoder)
         self.encoder: Encoder = build_part("encoder", encoder, Encoder, src_vocab_size)
         width = self.encoder.out_dim
-        table = getattr(self.encoder, "embedding", None)
-        self.head = MaskedLMHead(width, src_vocab_size, table, project=project_output)
+        self.head = MaskedLMHead(width, src_vocab_size, getattr(self.encoder, "embedding", None))
         self.next_sentence = NextSentenceHead(width) if next_sentence_weight > 0 else None
         self.objective = MaskedLMObjective(next_sentence_weight)
         self.optimizer, self.lr_scheduler, self.monitor = optimizer, lr_scheduler, monitor

@@ -117,23 +117,6 @@ def test_the_head_is_tied_to_the_encoders_table_when_widths_match():
     assert rnn.head.embedding is None and rnn.head.output.weight.shape == (40, 32)
 
 
-def test_a_projected_head_ties_a_narrower_table_and_starts_at_unit_logits():
-    """`project_output`: the BiRNN's 2H-wide annotations are mapped to its E-wide table, which
-    gives the logits; the LayerNorm's gain makes the first logits' scale 1, not the √E = 8 a
-    N(0, 1) table would give (ALBERT's factorisation, `MaskedLMHead`)."""
-    torch.manual_seed(0)
-    rnn = MaskedLMTask(partial(RNNEncoder, embed_dim=64, hidden_size=64), 300, project_output=True)
-    head = rnn.head
-    assert head.embedding.weight is rnn.encoder.embedding.weight and head.output is None
-    assert head.transform[0].weight.shape == (64, 128)
-    assert "head.output.weight" not in rnn.state_dict()
-    src = torch.randint(5, 300, (8, 30))
-    logits, _ = rnn(src, torch.ones_like(src, dtype=torch.bool))
-    assert 0.7 < float(logits.detach().std()) < 1.4
-    same = MaskedLMTask(partial(TransformerEncoder, **TINY), 40, project_output=True)
-    assert torch.equal(same.head.transform[2].weight, torch.ones(32))  # BERT's head as it was
-
-
 def test_next_sentence_pairs_follow_half_the_time_and_else_come_from_another_document(
     tmp_path, toy_tokenizers
 ):
