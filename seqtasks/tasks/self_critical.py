@@ -17,11 +17,11 @@ samples better than greedy) and one forward and backward.
 The policy is the model without dropout (sampling, greedy and the teacher-forced pass all run
 in eval mode), unless `dropout`: then the samples are drawn and scored with the model's dropout
 on, as Luo's self-critical.pytorch (the code most published SCST models come from) samples
-in training mode, and only the greedy baseline runs without; log p is then that of a fresh dropout mask, REINFORCE on the
-bound E_m log p(w | m) that dropout training maximises. `cross_entropy` > 0 adds that share of
-the usual (dropout, label-smoothed) objective. A sample that ends with EOS is rewarded with its
-EOS (SacreEOS's "standard" configuration, Hu et al. 2023): the task's reward sees whether it
-finished.
+in training mode, and only the greedy baseline runs without; log p is then that of a fresh
+dropout mask, REINFORCE on the bound E_m log p(w | m) that dropout training maximises.
+`cross_entropy` > 0 adds that share of the usual (dropout, label-smoothed) objective. A sample
+that ends with EOS is rewarded with its EOS (SacreEOS's "standard" configuration, Hu et al.
+2023): the task's reward sees whether it finished.
 """
 
 from __future__ import annotations
