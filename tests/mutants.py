@@ -2808,24 +2808,6 @@ MUTANTS = [
         "if True:",
         ("test_pieces.py::test_a_word_tokeniser_reads_an_unknown_word_as_one_unknown_piece",),
     ),
-    Mutant(
-        "self-critical `dropout` ignored: the samples drawn without the model's dropout",
-        "self_critical_step",
-        "dropout = training and settings.dropout",
-        "dropout = False",
-        (
-            "test_self_critical.py::test_the_policy_samples_with_dropout_only_when_asked_and_greedy_never",
-        ),
-    ),
-    Mutant(
-        "self-critical's greedy baseline decoded with dropout on, from the policy's encoding",
-        "self_critical_step",
-        "task.eval()  # the greedy baseline",
-        "pass  # the greedy baseline",
-        (
-            "test_self_critical.py::test_the_policy_samples_with_dropout_only_when_asked_and_greedy_never",
-        ),
-    ),
 ]
 
 

@@ -15,13 +15,9 @@ K + 1 decodes of the batch (the greedy one is logged against with either baselin
 samples better than greedy) and one forward and backward.
 
 The policy is the model without dropout (sampling, greedy and the teacher-forced pass all run
-in eval mode), unless `dropout`: then the samples are drawn and scored with the model's dropout
-on, as Luo's self-critical.pytorch (the code most published SCST models come from) samples
-in training mode, and only the greedy baseline runs without; log p is then that of a fresh
-dropout mask, REINFORCE on the bound E_m log p(w | m) that dropout training maximises.
-`cross_entropy` > 0 adds that share of the usual (dropout, label-smoothed) objective. A sample
-that ends with EOS is rewarded with its EOS (SacreEOS's "standard" configuration, Hu et al.
-2023): the task's reward sees whether it finished.
+in eval mode); `cross_entropy` > 0 adds that share of the usual (dropout, label-smoothed)
+objective. A sample that ends with EOS is rewarded with its EOS (SacreEOS's "standard"
+configuration, Hu et al. 2023): the task's reward sees whether it finished.
 """
 
 from __future__ import annotations
@@ -52,14 +48,12 @@ class SelfCritical:
         samples: K, outputs sampled per input.
         baseline: "greedy" (the greedy output's reward) or "mean" (the other samples' mean).
         cross_entropy: the weight of the cross-entropy objective added to the loss.
-        dropout: sample and score with the model's dropout (the greedy baseline without).
     """
 
     reward: str | None = None
     samples: int = 5
     baseline: str = "greedy"
     cross_entropy: float = 0.0
-    dropout: bool = False
 
     @classmethod
     def from_setting(cls, setting: dict[str, Any], rewards: tuple[str, ...]) -> SelfCritical:
@@ -87,8 +81,6 @@ class SelfCritical:
             )
         if chosen.cross_entropy < 0:
             raise ValueError(f"{SETTING}.cross_entropy {chosen.cross_entropy}: 0 or more")
-        if not isinstance(chosen.dropout, bool):
-            raise ValueError(f"{SETTING}.dropout {chosen.dropout!r}: true or false")
         return chosen
 
     def signature(self) -> str:
@@ -139,8 +131,7 @@ def self_critical_step(task: Any, batch: Any, settings: SelfCritical) -> Step:
     """The loss of one batch: K samples and the greedy output per input, searched without
     gradients and rewarded by `task.sequence_rewards`, then log p of the samples."""
     training, k, rows = task.training, settings.samples, len(batch)
-    dropout = training and settings.dropout  # the policy: without dropout unless asked
-    task.train(dropout)
+    task.eval()  # the policy is the model without dropout
     try:
         memory = task.encode(batch)
         each = torch.arange(rows, device=memory.mask.device).repeat_interleave(k)
@@ -149,11 +140,8 @@ def self_critical_step(task: Any, batch: Any, settings: SelfCritical) -> Step:
         cut = limits(task.decoder, repeated, task.test_settings, constraint)
         with torch.no_grad():
             drawn = [n[0] for n in sample(task.decoder, repeated, cut, constraint=constraint)]
-            task.eval()  # the greedy baseline: the model as it is tested
-            plain = task.encode(batch) if dropout else memory
-            best_cut = limits(task.decoder, plain, task.test_settings, own)
-            best = [n[0] for n in greedy(task.decoder, plain, best_cut, constraint=own)]
-        task.train(dropout)
+            best_cut = limits(task.decoder, memory, task.test_settings, own)
+            best = [n[0] for n in greedy(task.decoder, memory, best_cut, constraint=own)]
         log_p = sequence_log_probs(task.decoder, repeated, drawn, constraint, cut).view(rows, k)
     finally:
         task.train(training)

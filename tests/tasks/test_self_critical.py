@@ -154,37 +154,6 @@ def test_the_loss_is_reinforce_with_the_baseline_and_logs_by_hand(
     assert task.training  # the step ran the policy in eval mode and gave training back
 
 
-@pytest.mark.parametrize("dropout", [False, True])
-def test_the_policy_samples_with_dropout_only_when_asked_and_greedy_never(
-    toy_tokenizers, toy_batch, monkeypatch, dropout
-):
-    """Which mode each part of a step runs in: without `dropout` all of it in eval mode; with
-    it the encoding, the samples and their log p in training mode (as self-critical.pytorch
-    samples), and the greedy baseline from an encoding of its own without dropout."""
-    task = translation_task(toy_tokenizers)
-    modes = []
-
-    def recorded(name, function):
-        def call(*args, **kwargs):
-            modes.append((name, task.training, task.decoder.training, task.encoder.training))
-            return function(*args, **kwargs)
-
-        return call
-
-    for name in ("sample", "greedy", "sequence_log_probs"):
-        monkeypatch.setattr(self_critical, name, recorded(name, getattr(self_critical, name)))
-    monkeypatch.setattr(task, "encode", recorded("encode", task.encode))
-    settings = SelfCritical.from_setting({"samples": 2, "dropout": dropout}, task.rewards)
-    self_critical_step(task, toy_batch, settings)
-    on, off = (True,) * 3, (False,) * 3
-    policy = on if dropout else off
-    expected = [("encode", *policy), ("sample", *policy)]
-    expected += [("encode", *off)] if dropout else []
-    expected += [("greedy", *off), ("sequence_log_probs", *policy)]
-    assert modes == expected
-    assert task.training
-
-
 def test_training_on_a_reward_makes_its_outputs_likelier(toy_tokenizers, toy_batch, monkeypatch):
     """Reward the share of a chosen token in each output: a few self-critical steps make the
     model write it more (the gradient ascends the reward, not the reverse)."""
@@ -281,7 +250,6 @@ def test_captions_are_rewarded_by_cider_d_with_their_eos():
         ({"baseline": "mean", "samples": 1}, r"self_critical\.samples 1: .* 2 for the mean"),
         ({"sample": 5}, r"self_critical has no 'sample': it takes baseline, cross_entropy"),
         ({"cross_entropy": -1}, r"self_critical\.cross_entropy -1: 0 or more"),
-        ({"dropout": "yes"}, r"self_critical\.dropout 'yes': true or false"),
     ],
 )
 def test_settings_it_cannot_take_are_refused_by_name(toy_tokenizers, setting, said):
