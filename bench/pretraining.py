@@ -28,6 +28,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from seqtasks.model_files.spec import ParsedSpec  # noqa: E402
 from seqtasks.pretraining.data import MonolingualData  # noqa: E402
 from seqtasks.pretraining.task import MaskedLMTask  # noqa: E402
 
@@ -35,19 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs/pretraining/mlm.yaml"
 
 
-def instantiate(parser):
-    """jsonargparse's `instantiate` (named `instantiate_classes` before 4.49)."""
-    return getattr(parser, "instantiate", None) or parser.instantiate_classes
-
-
 def build(config: Path, vocab_size: int) -> MaskedLMTask:
-    from jsonargparse import ArgumentParser
-
     spec = yaml.safe_load(config.read_text())["model"]
     spec["init_args"]["src_vocab_size"] = vocab_size
-    parser = ArgumentParser()
-    parser.add_argument("--model", type=MaskedLMTask)
-    return instantiate(parser)(parser.parse_object({"model": spec})).model
+    return ParsedSpec(spec).build()
 
 
 def encoder_pass(task: MaskedLMTask, batches: list) -> float:

@@ -28,6 +28,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from seqtasks.model_files.spec import ParsedSpec  # noqa: E402
 from seqtasks.search.by_settings import limits  # noqa: E402
 from seqtasks.search.single_path import greedy, sample  # noqa: E402
 from seqtasks.tasks.self_critical import SelfCritical, self_critical_step, sequence_log_probs  # noqa: E402,E501
@@ -37,25 +38,16 @@ from seqtasks.translation.task import TranslationTask  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def instantiate(parser):
-    """jsonargparse's `instantiate` (named `instantiate_classes` before 4.49)."""
-    return getattr(parser, "instantiate", None) or parser.instantiate_classes
-
-
 def build(checkpoint: Path | None, data: TranslationData) -> TranslationTask:
     if checkpoint is not None:
         return TranslationTask.load_from_checkpoint(checkpoint, map_location="cpu")
-    from jsonargparse import ArgumentParser
-
     config = yaml.safe_load((ROOT / "configs/translation/transformer.yaml").read_text())
-    parser = ArgumentParser()
-    parser.add_argument("--model", type=TranslationTask)
     spec = config["model"]
     spec["init_args"] |= {
         "src_vocab_size": data.src_vocab_size,
         "tgt_vocab_size": data.tgt_vocab_size,
     }
-    task = instantiate(parser)(parser.parse_object({"model": spec})).model
+    task = ParsedSpec(spec).build()
     task.set_tokenizers(data.src_tokenizer, data.tgt_tokenizer)
     return task
 
